@@ -1,0 +1,71 @@
+#!/bin/sh
+# quickstart.sh demo|check - from a fresh Debian 12 machine to a running kvx.
+#
+#   launch/quickstart.sh demo    install what is missing, build, run the demo
+#   launch/quickstart.sh check   install what is missing, build, run every test
+#
+# Packages come from Debian: apt-get installs them when run as root; otherwise
+# the missing ones are listed with the command that installs them. The build
+# goes to ./build (out of tree). KVX_QUICKSTART_CONFIGURE adds configure flags.
+set -eu
+
+mode=${1:-}
+case $mode in
+demo | check) ;;
+*)
+    echo "usage: $0 demo|check" >&2
+    exit 2
+    ;;
+esac
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+
+# Debian packages kvx needs to build and to run its tests.
+packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
+libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev"
+
+missing=
+for p in $packages; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing="$missing $p"
+    fi
+done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ]; then
+        echo "quickstart: installing:$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q
+        # shellcheck disable=SC2086
+        apt-get install -y -q --no-install-recommends $missing
+    else
+        echo "quickstart: these Debian packages are missing:$missing" >&2
+        echo "quickstart: install them with: sudo apt-get install$missing" >&2
+        exit 1
+    fi
+fi
+
+cd "$top"
+if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt configure ]; then
+    autoreconf -fi
+fi
+mkdir -p "$build"
+cd "$build"
+if [ ! -f Makefile ] || [ "$top/configure" -nt config.status ]; then
+    # shellcheck disable=SC2086
+    "$top/configure" --enable-werror ${KVX_QUICKSTART_CONFIGURE:-}
+fi
+make -j"$(nproc)"
+
+case $mode in
+demo)
+    # Until kvx-demo exists: a 4-rank smoke run of the harness.
+    export KVXT_OUT=$(mktemp -d)
+    trap 'rm -rf "$KVXT_OUT"' EXIT
+    make -s mpi_tests/t_harness
+    sh mpi_tests/run-mpi.sh "$top/mpi_tests/cases/harness_config.mpi"
+    ;;
+check)
+    make -j"$(nproc)" check
+    ;;
+esac

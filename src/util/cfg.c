@@ -1,0 +1,542 @@
+/*
+ * cfg.c - the table of KVX_* variables and their parsers.
+ *
+ * To add a variable: add a field to kvx_cfg_t and one row here. kvx-info -c
+ * prints the table; cfg_load() fills the struct; nothing else reads KVX_*.
+ */
+#include "config.h"
+
+#include "cfg.h"
+#include "failure.h"
+#include "log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+typedef struct cfg_row {
+    const char *name;
+    cfg_type_t type;
+    const char *default_value;
+    const char *help;
+    size_t offset;             /* of the field in kvx_cfg_t */
+    const char *const *values; /* CFG_ENUM: accepted values, NULL-terminated */
+    long long min, max;        /* CFG_INT: accepted range */
+} cfg_row_t;
+
+static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
+
+#define CFG_FIELD(field) offsetof(kvx_cfg_t, field)
+
+static const cfg_row_t cfg_table[] = {
+    { "KVX_LOG_LEVEL", CFG_ENUM, "warn", "Lowest level of log lines written.", CFG_FIELD(log_level),
+      cfg_log_levels, 0, 0 },
+    { "KVX_LOG_FILE", CFG_STRING, "",
+      "Log file instead of stderr; %h, %p and %r become host, pid and world rank.",
+      CFG_FIELD(log_file), NULL, 0, 0 },
+};
+
+#define CFG_ROWS (sizeof(cfg_table) / sizeof(cfg_table[0]))
+
+/* ---- parsers ---------------------------------------------------------- */
+
+static int cfg_blank(const char *s)
+{
+    return s == NULL || *s == '\0';
+}
+
+kvx_status_t cfg_parse_int(const char *s, long long min, long long max, long long *out, char *why,
+                           size_t why_len)
+{
+    char *end;
+    long long v;
+
+    errno = 0;
+    v = cfg_blank(s) || isspace((unsigned char)s[0]) ? 0 : strtoll(s, &end, 0);
+    if (cfg_blank(s) || isspace((unsigned char)s[0]) || errno != 0 || *end != '\0' || v < min ||
+        v > max) {
+        snprintf(why, why_len, "an integer from %lld to %lld", min, max);
+        return KVX_ERR_CONFIG;
+    }
+    *out = v;
+    return KVX_OK;
+}
+
+/* A non-negative decimal number followed by a unit from units[]. */
+typedef struct cfg_unit {
+    const char *suffix;
+    double scale;
+} cfg_unit_t;
+
+static kvx_status_t cfg_parse_scaled(const char *s, const cfg_unit_t *units, double bare_scale,
+                                     double *out)
+{
+    char *end;
+    double v;
+
+    if (cfg_blank(s) || !(isdigit((unsigned char)s[0]) || s[0] == '.')) {
+        return KVX_ERR_CONFIG;
+    }
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || !isfinite(v) || v < 0) {
+        return KVX_ERR_CONFIG;
+    }
+    if (*end == '\0') {
+        *out = v * bare_scale;
+        return KVX_OK;
+    }
+    for (const cfg_unit_t *u = units; u->suffix != NULL; u++) {
+        if (strcasecmp(end, u->suffix) == 0) {
+            *out = v * u->scale;
+            return KVX_OK;
+        }
+    }
+    return KVX_ERR_CONFIG;
+}
+
+kvx_status_t cfg_parse_size(const char *s, uint64_t *out, char *why, size_t why_len)
+{
+    static const cfg_unit_t units[] = {
+        { "b", 1.0 },      { "k", 0x1p10 },   { "kb", 0x1p10 },  { "kib", 0x1p10 },
+        { "m", 0x1p20 },   { "mb", 0x1p20 },  { "mib", 0x1p20 }, { "g", 0x1p30 },
+        { "gb", 0x1p30 },  { "gib", 0x1p30 }, { "t", 0x1p40 },   { "tb", 0x1p40 },
+        { "tib", 0x1p40 }, { NULL, 0 },
+    };
+    double v;
+
+    if (cfg_parse_scaled(s, units, 1.0, &v) != KVX_OK || v >= 0x1p63) {
+        snprintf(why, why_len,
+                 "a size in bytes, optionally with a unit: 4096, 64k, 2M, 1G, 1.5GiB");
+        return KVX_ERR_CONFIG;
+    }
+    *out = (uint64_t)v;
+    return KVX_OK;
+}
+
+kvx_status_t cfg_parse_time(const char *s, uint64_t *ns_out, char *why, size_t why_len)
+{
+    static const cfg_unit_t units[] = {
+        { "ns", 1.0 }, { "us", 1e3 }, { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 }, { NULL, 0 },
+    };
+    double v;
+
+    if (cfg_parse_scaled(s, units, 1e9, &v) != KVX_OK || v >= 0x1p63) {
+        snprintf(why, why_len,
+                 "a time in seconds, optionally with a unit: 300, 300s, 500ms, 250us, 1.5s, 2m");
+        return KVX_ERR_CONFIG;
+    }
+    *ns_out = (uint64_t)v;
+    return KVX_OK;
+}
+
+kvx_status_t cfg_parse_bool(const char *s, int *out, char *why, size_t why_len)
+{
+    static const char *const yes[] = { "1", "y", "yes", "true", "on", NULL };
+    static const char *const no[] = { "0", "n", "no", "false", "off", NULL };
+
+    for (int i = 0; !cfg_blank(s) && yes[i] != NULL; i++) {
+        if (strcasecmp(s, yes[i]) == 0) {
+            *out = 1;
+            return KVX_OK;
+        }
+        if (strcasecmp(s, no[i]) == 0) {
+            *out = 0;
+            return KVX_OK;
+        }
+    }
+    snprintf(why, why_len, "a boolean: 1/0, y/n, yes/no, true/false, on/off");
+    return KVX_ERR_CONFIG;
+}
+
+static void cfg_enum_accepted(const char *const *values, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; values[i] != NULL && o < len; i++) {
+        o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? "|" : "", values[i]);
+    }
+}
+
+kvx_status_t cfg_parse_enum(const char *s, const char *const *values, int *out, char *why,
+                            size_t why_len)
+{
+    char accepted[256];
+
+    for (int i = 0; !cfg_blank(s) && values[i] != NULL; i++) {
+        if (strcasecmp(s, values[i]) == 0) {
+            *out = i;
+            return KVX_OK;
+        }
+    }
+    cfg_enum_accepted(values, accepted, sizeof(accepted));
+    snprintf(why, why_len, "one of %s", accepted);
+    return KVX_ERR_CONFIG;
+}
+
+void cfg_list_free(cfg_list_t *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        free(list->items[i]);
+    }
+    free(list->items);
+    list->items = NULL;
+    list->count = 0;
+}
+
+kvx_status_t cfg_parse_list(const char *s, cfg_list_t *out, char *why, size_t why_len)
+{
+    cfg_list_t list = { 0, NULL };
+    const char *p = s != NULL ? s : "";
+
+    while (*p != '\0') {
+        size_t n = strcspn(p, ",");
+        char **items;
+
+        /* An empty item (",a", "a,,b", "a,") is a typo, not a wish. */
+        if (n == 0 || (p[n] == ',' && p[n + 1] == '\0')) {
+            goto err_malformed;
+        }
+        items = realloc(list.items, (list.count + 1) * sizeof(*items));
+        if (items == NULL) {
+            goto err_malformed;
+        }
+        list.items = items;
+        list.items[list.count] = strndup(p, n);
+        if (list.items[list.count] == NULL) {
+            goto err_malformed;
+        }
+        list.count++;
+        p += n + (p[n] == ',');
+    }
+    *out = list;
+    return KVX_OK;
+
+err_malformed:
+    cfg_list_free(&list);
+    snprintf(why, why_len, "a comma-separated list of non-empty items: a,b,c");
+    return KVX_ERR_CONFIG;
+}
+
+/* ---- the table -------------------------------------------------------- */
+
+static const char *cfg_type_name(cfg_type_t type)
+{
+    static const char *const names[] = { "int", "size", "time", "bool", "enum", "list", "string" };
+    return names[type];
+}
+
+static void cfg_accepted(const cfg_row_t *row, char *buf, size_t len)
+{
+    char why[256];
+    long long i;
+    uint64_t u;
+    int b;
+    cfg_list_t l;
+
+    /* Each parser describes its accepted form when given no value. */
+    switch (row->type) {
+    case CFG_INT:
+        cfg_parse_int(NULL, row->min, row->max, &i, why, sizeof(why));
+        break;
+    case CFG_SIZE:
+        cfg_parse_size(NULL, &u, why, sizeof(why));
+        break;
+    case CFG_TIME:
+        cfg_parse_time(NULL, &u, why, sizeof(why));
+        break;
+    case CFG_BOOL:
+        cfg_parse_bool(NULL, &b, why, sizeof(why));
+        break;
+    case CFG_ENUM:
+        cfg_enum_accepted(row->values, why, sizeof(why));
+        break;
+    case CFG_LIST:
+        cfg_parse_list(",", &l, why, sizeof(why));
+        break;
+    case CFG_STRING:
+        snprintf(why, sizeof(why), "any text");
+        break;
+    }
+    snprintf(buf, len, "%s", why);
+}
+
+static kvx_status_t cfg_set(kvx_cfg_t *cfg, const cfg_row_t *row, const char *value, char *why,
+                            size_t why_len)
+{
+    void *field = (char *)cfg + row->offset;
+    kvx_status_t status = KVX_OK;
+    long long i;
+    uint64_t u;
+    int b;
+
+    switch (row->type) {
+    case CFG_INT:
+        status = cfg_parse_int(value, row->min, row->max, &i, why, why_len);
+        if (status == KVX_OK) {
+            *(long long *)field = i;
+        }
+        break;
+    case CFG_SIZE:
+    case CFG_TIME:
+        status = row->type == CFG_SIZE ? cfg_parse_size(value, &u, why, why_len)
+                                       : cfg_parse_time(value, &u, why, why_len);
+        if (status == KVX_OK) {
+            *(uint64_t *)field = u;
+        }
+        break;
+    case CFG_BOOL:
+    case CFG_ENUM:
+        status = row->type == CFG_BOOL ? cfg_parse_bool(value, &b, why, why_len)
+                                       : cfg_parse_enum(value, row->values, &b, why, why_len);
+        if (status == KVX_OK) {
+            *(int *)field = b;
+        }
+        break;
+    case CFG_LIST:
+        cfg_list_free((cfg_list_t *)field);
+        status = cfg_parse_list(value, (cfg_list_t *)field, why, why_len);
+        break;
+    case CFG_STRING: {
+        char *copy = strdup(value);
+
+        if (copy == NULL) {
+            snprintf(why, why_len, "out of memory");
+            return KVX_ERR_NO_MEMORY;
+        }
+        free(*(char **)field);
+        *(char **)field = copy;
+        break;
+    }
+    }
+    return status;
+}
+
+static const char *cfg_env_lookup(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (char *const *e = envp; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+            return *e + n + 1;
+        }
+    }
+    return NULL;
+}
+
+static size_t cfg_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t prev[64], cur[64];
+
+    if (la >= 63 || lb >= 63) {
+        return (size_t)-1;
+    }
+    for (size_t j = 0; j <= lb; j++) {
+        prev[j] = j;
+    }
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
+
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof(size_t));
+    }
+    return prev[lb];
+}
+
+const char *cfg_nearest(const char *name)
+{
+    const char *best = cfg_table[0].name;
+    size_t best_d = (size_t)-1;
+
+    for (size_t r = 0; r < CFG_ROWS; r++) {
+        size_t d = cfg_edit_distance(name, cfg_table[r].name);
+
+        if (d < best_d) {
+            best_d = d;
+            best = cfg_table[r].name;
+        }
+    }
+    return best;
+}
+
+static const cfg_row_t *cfg_find(const char *name, size_t len)
+{
+    for (size_t r = 0; r < CFG_ROWS; r++) {
+        if (strlen(cfg_table[r].name) == len && strncmp(cfg_table[r].name, name, len) == 0) {
+            return &cfg_table[r];
+        }
+    }
+    return NULL;
+}
+
+static void cfg_check_unknown(char *const *envp, cfg_warn_fn_t warn, void *arg)
+{
+    for (char *const *e = envp; warn != NULL && e != NULL && *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t len = eq != NULL ? (size_t)(eq - *e) : strlen(*e);
+        char name[128];
+
+        if (strncmp(*e, "KVX_", 4) != 0 || cfg_find(*e, len) != NULL) {
+            continue;
+        }
+        snprintf(name, sizeof(name), "%.*s", (int)len, *e);
+        warn(name, cfg_nearest(name), arg);
+    }
+}
+
+void cfg_cleanup(kvx_cfg_t *cfg)
+{
+    for (size_t r = 0; r < CFG_ROWS; r++) {
+        void *field = (char *)cfg + cfg_table[r].offset;
+
+        if (cfg_table[r].type == CFG_STRING) {
+            free(*(char **)field);
+            *(char **)field = NULL;
+        } else if (cfg_table[r].type == CFG_LIST) {
+            cfg_list_free((cfg_list_t *)field);
+        }
+    }
+}
+
+kvx_status_t cfg_load(kvx_cfg_t *cfg, char *const *envp, cfg_warn_fn_t warn, void *warn_arg,
+                      kvx_failure_t *reason_p)
+{
+    kvx_status_t status = KVX_OK;
+
+    memset(cfg, 0, sizeof(*cfg));
+    for (size_t r = 0; r < CFG_ROWS; r++) {
+        const cfg_row_t *row = &cfg_table[r];
+        const char *value = cfg_env_lookup(envp, row->name);
+        char why[256];
+
+        /* Defaults go through the same parser, so the table cannot hold a
+         * default its own parser rejects (a unit test loads an empty env). */
+        status = cfg_set(cfg, row, row->default_value, why, sizeof(why));
+        if (status == KVX_OK && value != NULL) {
+            status = cfg_set(cfg, row, value, why, sizeof(why));
+        }
+        if (status != KVX_OK) {
+            kvx_failure_t reason;
+
+            failure_set(&reason, KVX_ERR_CONFIG, KVX_STAGE_INIT, NULL,
+                        "%s='%s' is not valid: expected %s", row->name,
+                        value != NULL ? value : row->default_value, why);
+            failure_copy(reason_p, &reason);
+            cfg_cleanup(cfg);
+            return KVX_ERR_CONFIG;
+        }
+    }
+    cfg_check_unknown(envp, warn, warn_arg);
+    return KVX_OK;
+}
+
+/* ---- the process configuration ---------------------------------------- */
+
+static pthread_once_t cfg_once = PTHREAD_ONCE_INIT;
+static kvx_cfg_t cfg_process;
+static kvx_status_t cfg_process_status;
+static kvx_failure_t cfg_process_reason;
+
+static void cfg_warn_unknown(const char *name, const char *nearest, void *arg)
+{
+    kvx_warn("unknown variable %s in the environment is ignored (did you mean %s?)", name, nearest);
+}
+
+static void cfg_global_load(void)
+{
+    kvx_cfg_t defaults;
+
+    cfg_process_status = cfg_load(&cfg_process, environ, NULL, NULL, &cfg_process_reason);
+    if (cfg_process_status != KVX_OK) {
+        cfg_load(&defaults, NULL, NULL, NULL, NULL);
+        cfg_process = defaults;
+    }
+    /* The logger is configured before the first warning is written. */
+    log_configure(cfg_process.log_level, cfg_process.log_file);
+    if (cfg_process_status != KVX_OK) {
+        char line[512];
+
+        kvx_failure_format(&cfg_process_reason, line, sizeof(line));
+        kvx_error("%s", line);
+    }
+}
+
+void cfg_warn_unknown_env(void)
+{
+    cfg_check_unknown(environ, cfg_warn_unknown, NULL);
+}
+
+const kvx_cfg_t *cfg_global(kvx_status_t *status_p, kvx_failure_t *reason_p)
+{
+    pthread_once(&cfg_once, cfg_global_load);
+    if (status_p != NULL) {
+        *status_p = cfg_process_status;
+    }
+    if (cfg_process_status != KVX_OK) {
+        failure_copy(reason_p, &cfg_process_reason);
+    }
+    return &cfg_process;
+}
+
+/* The logger's level must be right from the first line, so the process
+ * configuration is read when the library is loaded. */
+__attribute__((constructor)) static void cfg_autoload(void)
+{
+    cfg_global(NULL, NULL);
+}
+
+/* ---- public API ------------------------------------------------------- */
+
+size_t kvx_config_count(void)
+{
+    return CFG_ROWS;
+}
+
+static char cfg_accepted_text[CFG_ROWS][256];
+static pthread_once_t cfg_accepted_once = PTHREAD_ONCE_INIT;
+
+static void cfg_accepted_fill(void)
+{
+    for (size_t r = 0; r < CFG_ROWS; r++) {
+        cfg_accepted(&cfg_table[r], cfg_accepted_text[r], sizeof(cfg_accepted_text[r]));
+    }
+}
+
+kvx_status_t kvx_config_var(size_t index, kvx_config_var_t *var_p)
+{
+    if (index >= CFG_ROWS || var_p == NULL) {
+        return KVX_ERR_INVALID_PARAM;
+    }
+    pthread_once(&cfg_accepted_once, cfg_accepted_fill);
+    var_p->name = cfg_table[index].name;
+    var_p->type = cfg_type_name(cfg_table[index].type);
+    var_p->default_value = cfg_table[index].default_value;
+    var_p->accepted = cfg_accepted_text[index];
+    var_p->help = cfg_table[index].help;
+    var_p->value = cfg_env_lookup(environ, cfg_table[index].name);
+    return KVX_OK;
+}
+
+kvx_status_t kvx_config_check(kvx_failure_t *reason_p)
+{
+    kvx_cfg_t cfg;
+    kvx_status_t status = cfg_load(&cfg, environ, cfg_warn_unknown, NULL, reason_p);
+
+    if (status == KVX_OK) {
+        cfg_cleanup(&cfg);
+    }
+    return status;
+}

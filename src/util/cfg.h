@@ -1,0 +1,64 @@
+/*
+ * cfg.h - kvx's configuration: every KVX_* environment variable is one row of
+ * one table (cfg.c), parsed into one struct. No other file reads KVX_*
+ * variables (tests/check-getenv.sh enforces it).
+ */
+#ifndef KVX_UTIL_CFG_H
+#define KVX_UTIL_CFG_H
+
+#include <kvx.h>
+
+#include <stdint.h>
+
+typedef struct cfg_list {
+    size_t count;
+    char **items;
+} cfg_list_t;
+
+typedef struct kvx_cfg {
+    int log_level;  /* KVX_LOG_LEVEL */
+    char *log_file; /* KVX_LOG_FILE */
+} kvx_cfg_t;
+
+typedef enum cfg_type {
+    CFG_INT,
+    CFG_SIZE,
+    CFG_TIME,
+    CFG_BOOL,
+    CFG_ENUM,
+    CFG_LIST,
+    CFG_STRING
+} cfg_type_t;
+
+/* Parsers, one per type. On error they fill *why with the accepted form. */
+kvx_status_t cfg_parse_int(const char *s, long long min, long long max, long long *out, char *why,
+                           size_t why_len);
+kvx_status_t cfg_parse_size(const char *s, uint64_t *out, char *why, size_t why_len);
+kvx_status_t cfg_parse_time(const char *s, uint64_t *ns_out, char *why, size_t why_len);
+kvx_status_t cfg_parse_bool(const char *s, int *out, char *why, size_t why_len);
+kvx_status_t cfg_parse_enum(const char *s, const char *const *values, int *out, char *why,
+                            size_t why_len);
+kvx_status_t cfg_parse_list(const char *s, cfg_list_t *out, char *why, size_t why_len);
+void cfg_list_free(cfg_list_t *list);
+
+/* Parses the KVX_* variables of envp (an environ-style array) into *cfg; the
+ * first malformed value stops it with KVX_ERR_CONFIG and a reason naming the
+ * variable and the accepted form. Unknown KVX_* names are reported through
+ * warn (may be NULL) with the nearest known name. */
+typedef void (*cfg_warn_fn_t)(const char *name, const char *nearest, void *arg);
+kvx_status_t cfg_load(kvx_cfg_t *cfg, char *const *envp, cfg_warn_fn_t warn, void *warn_arg,
+                      kvx_failure_t *reason_p);
+void cfg_cleanup(kvx_cfg_t *cfg);
+
+/* The nearest known variable name to name (edit distance). */
+const char *cfg_nearest(const char *name);
+
+/* The process configuration, parsed from environ once (thread safe). If it
+ * was malformed, status_p/reason_p say why and defaults are returned. */
+const kvx_cfg_t *cfg_global(kvx_status_t *status_p, kvx_failure_t *reason_p);
+
+/* Warns through the logger about every unknown KVX_* name in environ (done
+ * once per context creation, and by kvx_config_check). */
+void cfg_warn_unknown_env(void);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * kvx-info - what this kvx is and how it is configured.
+ *
+ *   kvx-info -v   versions of kvx, MPI, UCX, hwloc and CUDA
+ *   kvx-info -c   every KVX_* variable: default, current value, accepted form, help
+ *
+ * Uses the public API only.
+ */
+#include <kvx.h>
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out, "usage: kvx-info [-v] [-c]\n"
+                 "  -v  print the versions of kvx and of MPI, UCX, hwloc and CUDA\n"
+                 "  -c  print every KVX_* variable with its default, value and help\n"
+                 "  -h  this help\n"
+                 "With no option, -v is assumed.\n");
+}
+
+static void print_versions(void)
+{
+    kvx_versions_t v;
+
+    if (kvx_versions(&v) != KVX_OK) {
+        fprintf(stderr, "kvx-info: cannot read versions\n");
+        exit(1);
+    }
+    printf("kvx    %s\n", v.kvx);
+    printf("MPI    %s\n", v.mpi);
+    printf("UCX    %s\n", v.ucx);
+    printf("hwloc  %s\n", v.hwloc);
+    printf("CUDA   %s\n", v.cuda);
+}
+
+static int print_config(void)
+{
+    kvx_failure_t why;
+    int bad = 0;
+
+    printf("# %zu kvx configuration variables (environment)\n", kvx_config_count());
+    for (size_t i = 0; i < kvx_config_count(); i++) {
+        kvx_config_var_t var;
+
+        kvx_config_var(i, &var);
+        printf("#\n# %s\n#   type %s; accepted: %s\n", var.help, var.type, var.accepted);
+        printf("%s=%s", var.name, var.value != NULL ? var.value : var.default_value);
+        printf("%s\n", var.value != NULL ? "    # set in the environment" : "    # default");
+    }
+    if (kvx_config_check(&why) != KVX_OK) {
+        char line[512];
+
+        kvx_failure_format(&why, line, sizeof(line));
+        fprintf(stderr, "kvx-info: %s\n", line);
+        bad = 1;
+    }
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    int versions = 0, config = 0, opt, rc = 0;
+
+    while ((opt = getopt(argc, argv, "vch")) != -1) {
+        switch (opt) {
+        case 'v':
+            versions = 1;
+            break;
+        case 'c':
+            config = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        usage(stderr);
+        return 2;
+    }
+    if (!versions && !config) {
+        versions = 1;
+    }
+    if (versions) {
+        print_versions();
+    }
+    if (config) {
+        rc = print_config();
+    }
+    return rc;
+}
