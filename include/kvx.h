@@ -15,6 +15,7 @@
 #ifndef KVX_H
 #define KVX_H
 
+#include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -164,6 +165,272 @@ typedef struct kvx_failure {
  *         means it was truncated. Thread safe.
  */
 KVX_API int kvx_failure_format(const kvx_failure_t *failure, char *buf, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* Contexts                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/** A kvx context: this rank's place in the job, its KV pool, its peers. */
+typedef struct kvx_ctx kvx_ctx_t;
+
+/** Element type of the KV cache. */
+typedef enum kvx_dtype {
+    KVX_DTYPE_BF16 = 0,
+    KVX_DTYPE_FP16,
+    KVX_DTYPE_FP8,
+    KVX_DTYPE_FP32
+} kvx_dtype_t;
+
+/** Attention kind: K and V per layer (MHA, GQA), or one latent per layer (MLA). */
+typedef enum kvx_attn { KVX_ATTN_MHA = 0, KVX_ATTN_MLA } kvx_attn_t;
+
+/**
+ * How one (layer, component) buffer of num_pages pages is laid out. Token t
+ * of head h of page p, element e, is at byte
+ *  - KVX_PAGE_HND:        ((p * heads + h) * page_size + t) * head_dim + e   (x dtype size)
+ *  - KVX_PAGE_NHD:        ((p * page_size + t) * heads + h) * head_dim + e
+ *  - KVX_PAGE_HEAD_MAJOR: ((h * num_pages + p) * page_size + t) * head_dim + e
+ * where heads is this rank's number of KV heads. HND keeps a head slice of
+ * a page contiguous; HEAD_MAJOR keeps a head slice of a run of pages
+ * contiguous, so the number of puts of a room does not grow with its pages
+ * even when prefill and decode TP sizes differ.
+ */
+typedef enum kvx_page_layout {
+    KVX_PAGE_HND = 0,
+    KVX_PAGE_NHD,
+    KVX_PAGE_HEAD_MAJOR
+} kvx_page_layout_t;
+
+/** Where the KV pool lives. */
+typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
+
+/** The model's KV geometry, as the whole instance sees it. */
+typedef struct kvx_kv_layout {
+    unsigned layers;               /**< number of layers */
+    unsigned page_size;            /**< tokens per page */
+    unsigned kv_heads;             /**< KV heads of the model (total over TP); 1 for MLA */
+    unsigned head_dim;             /**< elements per head per token (MLA: latent width) */
+    kvx_dtype_t dtype;             /**< element type */
+    kvx_attn_t attn;               /**< MHA/GQA (K and V) or MLA (one latent) */
+    kvx_page_layout_t page_layout; /**< in-pool layout */
+} kvx_kv_layout_t;
+
+/** Parameters of kvx_ctx_create(); initialize with kvx_ctx_params_init(). */
+typedef struct kvx_ctx_params {
+    /** Job layout, "prefill:AxB,decode:CxD": A prefill instances of TP B,
+     *  then C decode instances of TP D, world ranks in that order. NULL
+     *  means the KVX_LAYOUT variable. */
+    const char *layout;
+    kvx_kv_layout_t kv;      /**< the KV geometry */
+    size_t num_pages;        /**< pages per (layer, component) on this rank */
+    kvx_mem_type_t mem_type; /**< host (or CUDA, when built with CUDA) */
+    int cuda_device;         /**< CUDA device of the pool when mem_type is CUDA */
+    /** Caller's memory, one buffer per (layer, component), indexed
+     *  [layer * components + component] (components: K=0, V=1; MLA: 1),
+     *  each num_pages * kvx_ctx_page_bytes() long; or NULL. */
+    void *const *buffers;
+    /** Or one slab holding every buffer back to back in that order; or
+     *  NULL. When buffers and slab are both NULL kvx allocates the pool. */
+    void *slab;
+    size_t aux_slots;     /**< aux slots per rank (decode side) */
+    size_t aux_item_size; /**< largest aux payload in bytes */
+} kvx_ctx_params_t;
+
+/** Sets every field of params to its default (no pages, HND, bf16, host). */
+KVX_API void kvx_ctx_params_init(kvx_ctx_params_t *params);
+
+/**
+ * Creates a context. Collective over world: every rank calls it with its own
+ * parameters, and every rank gets the same status and, on failure, the same
+ * reason (the lowest failing rank's).
+ *
+ * Bootstraps over MPI: splits world into instances by the layout, registers
+ * the KV and aux pools with UCX, exchanges worker addresses, pool
+ * descriptors and KV layouts, validates every prefill/decode instance pair
+ * and connects the ranks that can exchange pages.
+ *
+ * A KV layout that differs between a prefill and a decode instance (page
+ * size, dtype, layers, heads, head_dim, attention kind, page layout, aux
+ * size) does not fail creation: that pair is marked unusable, every room
+ * between the two instances fails at open with KVX_ERR_KV_MISMATCH and the
+ * reason naming both values and both instances, and kvx_ctx_pair_status()
+ * reports it. Layouts that differ inside one instance, an invalid job layout,
+ * invalid parameters or configuration fail creation.
+ *
+ * A progress thread owns the UCX worker from here to destroy; transfers
+ * advance whether or not the caller calls into kvx.
+ *
+ * @param world     the job's communicator (usually MPI_COMM_WORLD); kvx
+ *                  duplicates it. MPI must be initialized; kvx calls MPI only
+ *                  from the calling thread inside kvx_ctx_* and kvx_agree_*.
+ * @param params    this rank's parameters
+ * @param ctx_p     the new context
+ * @param reason_p  optional; on failure, why (same on every rank)
+ * @return KVX_OK, KVX_ERR_INVALID_PARAM, KVX_ERR_LAYOUT, KVX_ERR_CONFIG,
+ *         KVX_ERR_NO_MEMORY, KVX_ERR_UCX, KVX_ERR_MPI, KVX_ERR_UNSUPPORTED.
+ */
+KVX_API kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params,
+                                    kvx_ctx_t **ctx_p, kvx_failure_t *reason_p);
+
+/**
+ * Destroys a context. Collective over the ranks of the job that are alive:
+ * rooms still in flight fail with KVX_ERR_SHUTDOWN (and their peers are
+ * told), the rank waits until every live peer has said goodbye (so no peer
+ * writes into memory about to be unmapped), then stops the progress thread
+ * and releases everything. Dead peers are not waited for.
+ * @return KVX_OK or KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx);
+
+/** Where this rank sits in the job. */
+typedef struct kvx_identity {
+    int world_rank, world_size;
+    kvx_role_t role;
+    int instance; /**< index among the instances of its role */
+    int tp_rank, tp_size;
+    int prefill_instances, prefill_tp;
+    int decode_instances, decode_tp;
+} kvx_identity_t;
+
+/** This rank's identity. Thread safe. @return KVX_OK or KVX_ERR_INVALID_HANDLE. */
+KVX_API kvx_status_t kvx_ctx_identity(kvx_ctx_t *ctx, kvx_identity_t *identity_p);
+
+/** The instance's TP communicator (owned by kvx; valid until destroy), or
+ *  MPI_COMM_NULL for an invalid handle. */
+KVX_API MPI_Comm kvx_ctx_tp_comm(kvx_ctx_t *ctx);
+
+/** Bytes of one page of one (layer, component) on this rank, or 0 for an
+ *  invalid handle. */
+KVX_API size_t kvx_ctx_page_bytes(kvx_ctx_t *ctx);
+
+/** The KV heads this rank holds: [*first_p, *first_p + *count_p) of the
+ *  model's kv_heads (MLA: 0, 1). */
+KVX_API kvx_status_t kvx_ctx_heads(kvx_ctx_t *ctx, unsigned *first_p, unsigned *count_p);
+
+/**
+ * The buffer of one (layer, component) of this rank's pool, for the serving
+ * engine to compute into (prefill) or read from (decode).
+ * @return KVX_OK, KVX_ERR_INVALID_HANDLE or KVX_ERR_INVALID_PARAM.
+ */
+KVX_API kvx_status_t kvx_ctx_kv_buffer(kvx_ctx_t *ctx, unsigned layer, unsigned component,
+                                       void **buffer_p, size_t *length_p);
+
+/**
+ * Whether this rank can exchange pages with an instance of the other role.
+ * @param other_instance  a decode instance (on prefill ranks) or a prefill
+ *                        instance (on decode ranks)
+ * @param reason_p        optional; for KVX_ERR_KV_MISMATCH, which values differ
+ * @return KVX_OK, KVX_ERR_KV_MISMATCH, KVX_ERR_INVALID_PARAM or KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
+                                         kvx_failure_t *reason_p);
+
+/* ------------------------------------------------------------------------ */
+/* Rooms: one request's transfer from one prefill to one decode instance.    */
+/* Rooms are named by caller-chosen 64-bit ids. A room id may be reused once */
+/* its room is closed. All room calls are thread safe and never block on the */
+/* network.                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/**
+ * Decode side: opens a room that receives into the given pages and aux slot,
+ * and tells exactly the prefill ranks of prefill_instance that will write
+ * into this rank. The room is BOOTSTRAPPING until they answer, then
+ * WAITING_FOR_INPUT, TRANSFERRING once pages flow, and SUCCESS when every
+ * expected writer's puts are remotely complete and the aux row (tagged with
+ * this room id) has landed.
+ *
+ * @param pages     destination page ids, in the order of the request's tokens
+ * @param npages    number of pages; the prefill must announce the same count
+ * @param aux_slot  aux slot to receive into, or -1 for none
+ * @return KVX_OK; KVX_ERR_ROOM_EXISTS (id still open), KVX_ERR_PAGE_RANGE,
+ *         KVX_ERR_INVALID_PARAM (npages 0, duplicate page, aux slot out of
+ *         range, wrong role, unknown instance), KVX_ERR_KV_MISMATCH (the pair
+ *         is unusable; nothing is opened), KVX_ERR_NO_MEMORY,
+ *         KVX_ERR_INVALID_HANDLE. On error nothing is opened or written.
+ */
+KVX_API kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t room_id, int prefill_instance,
+                                        const uint32_t *pages, size_t npages, int64_t aux_slot);
+
+/**
+ * Prefill side: opens a room that will send npages_total pages to
+ * decode_instance. Chunks may be handed over before the decode's
+ * pre-allocation arrives; they are sent when it does.
+ * @return KVX_OK, KVX_ERR_ROOM_EXISTS, KVX_ERR_INVALID_PARAM, KVX_ERR_KV_MISMATCH,
+ *         KVX_ERR_NO_MEMORY, KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t room_id, int decode_instance,
+                                        size_t npages_total);
+
+/**
+ * Prefill side: hands over the next npages source pages of the room, as soon
+ * as prefill has computed them; puts of all layers are posted without
+ * waiting. The chunk that completes npages_total is the last one and may
+ * carry the aux payload (aux_len <= aux_item_size); earlier chunks must not.
+ *
+ * @return KVX_OK; KVX_ERR_TOO_MANY_PAGES (more than announced),
+ *         KVX_ERR_PAGE_RANGE, KVX_ERR_AUX (aux too large or on a chunk that is
+ *         not the last), KVX_ERR_STATE (room already FAILED or complete),
+ *         KVX_ERR_NO_ROOM, KVX_ERR_INVALID_PARAM, KVX_ERR_INVALID_HANDLE.
+ *         A rejected chunk writes nothing; the room stays as it was.
+ */
+KVX_API kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t room_id, const uint32_t *pages,
+                                         size_t npages, const void *aux, size_t aux_len);
+
+/**
+ * The room's local state. Never blocks.
+ * @return KVX_OK, KVX_ERR_NO_ROOM or KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_state_t *state_p);
+
+/**
+ * Why the room failed: the root cause once known (recorded at its origin,
+ * possibly on another rank).
+ * @return KVX_OK, KVX_ERR_STATE (the room has not failed), KVX_ERR_NO_ROOM,
+ *         KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t room_id, kvx_failure_t *failure_p);
+
+/**
+ * Aborts a room from either side: it becomes FAILED with stage "abort" and
+ * the given reason, and the other side of the room is told.
+ * @return KVX_OK, KVX_ERR_STATE (already SUCCESS), KVX_ERR_NO_ROOM,
+ *         KVX_ERR_INVALID_HANDLE. Aborting a FAILED room is KVX_OK.
+ */
+KVX_API kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t room_id, const char *reason);
+
+/**
+ * Decode side: copies the aux payload of a SUCCESS room into buf.
+ * @param len_p  the payload's length
+ * @return KVX_OK, KVX_ERR_STATE (not SUCCESS), KVX_ERR_AUX (buf too small,
+ *         or the room had no aux slot), KVX_ERR_NO_ROOM, KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_room_aux(kvx_ctx_t *ctx, uint64_t room_id, void *buf, size_t len,
+                                  size_t *len_p);
+
+/** Counters of one room, for tests and tools. */
+typedef struct kvx_room_info {
+    kvx_room_state_t state;
+    kvx_role_t side; /**< prefill (sender) or decode (receiver) */
+    int peer_instance;
+    size_t npages;         /**< pages announced (sender) or granted (receiver) */
+    size_t pages_sent;     /**< sender: pages handed over so far */
+    uint64_t puts;         /**< sender: puts posted */
+    uint64_t bytes;        /**< sender: bytes put */
+    unsigned writers;      /**< receiver: prefill ranks expected to write */
+    unsigned writers_done; /**< receiver: of those, how many completed */
+    unsigned targets;      /**< sender: decode ranks this rank writes to */
+} kvx_room_info_t;
+
+/** @return KVX_OK, KVX_ERR_NO_ROOM or KVX_ERR_INVALID_HANDLE. */
+KVX_API kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_info_t *info_p);
+
+/**
+ * Closes a room and forgets its id. A room that is not FAILED or SUCCESS is
+ * aborted first (reason "closed by the application").
+ * @return KVX_OK, KVX_ERR_NO_ROOM, KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t room_id);
 
 /* ------------------------------------------------------------------------ */
 /* Configuration: every KVX_* environment variable, one row each.             */

@@ -42,7 +42,7 @@ static int check_log(void)
     ident_set_rank(rank);
     ident_set_role(rank % 2 ? KVX_ROLE_DECODE : KVX_ROLE_PREFILL, rank / 2, 0, 1);
     kvx_warn("harness line from rank %d", rank);
-    kvx_room_warn(1000 + rank, "room line from rank %d", rank);
+    kvx_rwarn(1000 + rank, "room line from rank %d", rank);
     MPI_Allgather(&me, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0) {

@@ -27,7 +27,7 @@ Test(log, disabled_level_does_not_evaluate_arguments)
     evaluated = 0;
     kvx_debug("%s", side_effect());
     kvx_trace("%s", side_effect());
-    kvx_room_info(7, "%s", side_effect());
+    kvx_rinfo(7, "%s", side_effect());
     cr_expect_eq(evaluated, 0);
 }
 
@@ -75,7 +75,7 @@ Test(log, line_carries_time_host_pid_rank_role_level_room)
     ident_set_role(KVX_ROLE_PREFILL, 1, 3, 4);
     me = ident_get();
     log_configure(KVX_LOG_INFO, path);
-    kvx_room_warn(42, "page %d out of range", 900);
+    kvx_rwarn(42, "page %d out of range", 900);
     kvx_info("plain line");
     kvx_debug("not written");
     log_configure(KVX_LOG_WARN, NULL);

@@ -1,5 +1,11 @@
 /*
- * kvx_ucx.h - kvx's wrapper of UCX: the checking macro and helpers.
+ * kvx_ucx.h - kvx's wrapper of UCX: one checking macro, and the handful of
+ * UCP operations the core uses (context/worker, endpoints, registered
+ * memory, puts, flushes, active messages). Every function returns a
+ * kvx_status_t; on error the wrapper logs the call and UCX's message.
+ *
+ * Threading: the worker is created UCS_THREAD_MODE_SERIALIZED; callers hold
+ * the context lock around every call (the core does).
  */
 #ifndef KVX_UCX_KVX_UCX_H
 #define KVX_UCX_KVX_UCX_H
@@ -11,8 +17,8 @@
 
 /*
  * Calls a UCX function returning ucs_status_t; on error logs the call and
- * UCX's message and makes the expression's status KVX_ERR_UCX (or
- * KVX_ERR_NO_MEMORY). Usage: status = KVX_UCS_CALL(ucp_init(...));
+ * UCX's message and makes the expression's status a kvx status.
+ * Usage: status = KVX_UCS_CALL(ucp_init(...));
  */
 #define KVX_UCS_CALL(call)                                                  \
     ({                                                                      \
@@ -30,5 +36,83 @@ kvx_status_t kucx_status(ucs_status_t status);
 
 /* "1.13.1" (run time library version). */
 void kucx_version(char *buf, size_t len);
+
+/* ---- context and worker ------------------------------------------------ */
+
+typedef struct kucx_ctx {
+    ucp_context_h context;
+    ucp_worker_h worker;
+    int efd;               /* worker event fd, -1 when wakeup is unavailable */
+    uint64_t memory_types; /* UCS_BIT(ucs_memory_type_t) the context can access */
+} kucx_ctx_t;
+
+/* Creates a UCP context (RMA + AM + wakeup) and one worker. */
+kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why);
+void kucx_ctx_cleanup(kucx_ctx_t *u);
+unsigned kucx_progress(kucx_ctx_t *u);
+/* KVX_OK when armed (safe to sleep on efd), KVX_ERR_BUSY when events are pending. */
+kvx_status_t kucx_arm(kucx_ctx_t *u);
+/* Wakes a thread sleeping on efd. */
+void kucx_signal(kucx_ctx_t *u);
+kvx_status_t kucx_worker_address(kucx_ctx_t *u, void **addr_p, size_t *len_p);
+void kucx_worker_address_free(kucx_ctx_t *u, void *addr);
+
+typedef ucs_status_t (*kucx_am_cb_t)(void *arg, const void *header, size_t header_length,
+                                     void *data, size_t length, const ucp_am_recv_param_t *param);
+kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg);
+
+/* ---- endpoints --------------------------------------------------------- */
+
+kvx_status_t kucx_ep_create(kucx_ctx_t *u, const void *address, ucp_ep_h *ep_p, kvx_failure_t *why);
+/* Closes without waiting for the peer (force): used when the peer may be
+ * dead. Progresses the worker until UCX released the endpoint. */
+void kucx_ep_close_force(kucx_ctx_t *u, ucp_ep_h ep);
+/* The transports an endpoint uses, e.g. "sysv/memory cma/memory", into buf. */
+void kucx_ep_transports(ucp_ep_h ep, char *buf, size_t len);
+
+/* ---- registered memory --------------------------------------------------- */
+
+typedef struct kucx_region {
+    void *base;
+    size_t length;
+    ucp_mem_h memh;
+    void *rkey_buf; /* packed rkey */
+    size_t rkey_len;
+} kucx_region_t;
+
+kvx_status_t kucx_region_map(kucx_ctx_t *u, void *base, size_t length, ucs_memory_type_t type,
+                             kucx_region_t *r, kvx_failure_t *why);
+void kucx_region_unmap(kucx_ctx_t *u, kucx_region_t *r);
+kvx_status_t kucx_rkey_unpack(ucp_ep_h ep, const void *packed, ucp_rkey_h *rkey_p);
+void kucx_rkey_destroy(ucp_rkey_h rkey);
+
+/* ---- transfers ------------------------------------------------------------ */
+
+/* Every UCX request kvx posts carries this in its user area (ucp_init's
+ * request_size), so completions know what they completed without kvx
+ * allocating anything per operation. */
+typedef struct kucx_req {
+    size_t len;
+} kucx_req_t;
+
+/* Completion callback of puts, flushes and sends: status is UCS_OK or why it failed. */
+typedef void (*kucx_done_cb_t)(void *request, ucs_status_t status, void *user_data);
+
+/* Posts a put. KVX_OK: completed at once (cb not called). KVX_INPROGRESS: cb
+ * will be called from progress. Error: not posted. *ucs_p gets UCX's status. */
+kvx_status_t kucx_put(ucp_ep_h ep, const void *buf, size_t len, ucp_mem_h memh, uint64_t raddr,
+                      ucp_rkey_h rkey, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p);
+/* Flushes every operation on ep to remote completion; same return rules. */
+kvx_status_t kucx_flush(ucp_ep_h ep, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p);
+/* Sends an eager active message (header + payload are copied or held until
+ * cb); same return rules. */
+kvx_status_t kucx_am_send(ucp_ep_h ep, unsigned id, const void *buf, size_t len, kucx_done_cb_t cb,
+                          void *user, ucs_status_t *ucs_p);
+void kucx_request_free(void *request);
+/* The length recorded with a put request. */
+static inline size_t kucx_request_len(void *request)
+{
+    return ((kucx_req_t *)request)->len;
+}
 
 #endif

@@ -32,6 +32,7 @@ typedef struct cfg_row {
 } cfg_row_t;
 
 static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
+static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
 
 #define CFG_FIELD(field) offsetof(kvx_cfg_t, field)
 
@@ -41,6 +42,38 @@ static const cfg_row_t cfg_table[] = {
     { "KVX_LOG_FILE", CFG_STRING, "",
       "Log file instead of stderr; %h, %p and %r become host, pid and world rank.",
       CFG_FIELD(log_file), NULL, 0, 0 },
+    { "KVX_LAYOUT", CFG_STRING, "",
+      "Job layout when the application gives none: prefill:AxB,decode:CxD (A prefill instances "
+      "of TP B, then C decode instances of TP D).",
+      CFG_FIELD(layout), NULL, 0, 0 },
+    { "KVX_BOOTSTRAP_TIMEOUT", CFG_TIME, "300s",
+      "Deadline of a room in BOOTSTRAPPING: until the other side has opened it.",
+      CFG_FIELD(bootstrap_timeout), NULL, 0, 0 },
+    { "KVX_WAITING_TIMEOUT", CFG_TIME, "300s",
+      "Deadline of a room in WAITING_FOR_INPUT: until the prefill hands over its first pages.",
+      CFG_FIELD(waiting_timeout), NULL, 0, 0 },
+    { "KVX_TRANSFER_TIMEOUT", CFG_TIME, "300s",
+      "Deadline of a room in TRANSFERRING: until every page and the aux row have landed.",
+      CFG_FIELD(transfer_timeout), NULL, 0, 0 },
+    { "KVX_KEEPALIVE_INTERVAL", CFG_TIME, "100ms",
+      "How often a rank tells each peer it is alive when it has nothing else to say.",
+      CFG_FIELD(keepalive_interval), NULL, 0, 0 },
+    { "KVX_PEER_TIMEOUT", CFG_TIME, "750ms",
+      "A peer silent for this long is lost: its rooms fail with the reason.",
+      CFG_FIELD(peer_timeout), NULL, 0, 0 },
+    { "KVX_SHUTDOWN_TIMEOUT", CFG_TIME, "60s",
+      "How long context destroy waits for live peers to say goodbye.", CFG_FIELD(shutdown_timeout),
+      NULL, 0, 0 },
+    { "KVX_MAX_INFLIGHT_BYTES", CFG_SIZE, "64M",
+      "Bytes of puts in flight to one peer before further puts wait.",
+      CFG_FIELD(max_inflight_bytes), NULL, 0, 0 },
+    { "KVX_MAX_INFLIGHT_OPS", CFG_INT, "1024",
+      "Puts in flight to one peer before further puts wait.", CFG_FIELD(max_inflight_ops), NULL, 1,
+      1 << 20 },
+    { "KVX_PROGRESS", CFG_ENUM, "adaptive",
+      "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
+      "busy (never sleep; lowest latency, one core per rank).",
+      CFG_FIELD(progress), cfg_progress_modes, 0, 0 },
 };
 
 #define CFG_ROWS (sizeof(cfg_table) / sizeof(cfg_table[0]))

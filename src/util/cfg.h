@@ -16,8 +16,18 @@ typedef struct cfg_list {
 } cfg_list_t;
 
 typedef struct kvx_cfg {
-    int log_level;  /* KVX_LOG_LEVEL */
-    char *log_file; /* KVX_LOG_FILE */
+    int log_level;               /* KVX_LOG_LEVEL */
+    char *log_file;              /* KVX_LOG_FILE */
+    char *layout;                /* KVX_LAYOUT */
+    uint64_t bootstrap_timeout;  /* KVX_BOOTSTRAP_TIMEOUT, ns */
+    uint64_t waiting_timeout;    /* KVX_WAITING_TIMEOUT, ns */
+    uint64_t transfer_timeout;   /* KVX_TRANSFER_TIMEOUT, ns */
+    uint64_t keepalive_interval; /* KVX_KEEPALIVE_INTERVAL, ns */
+    uint64_t peer_timeout;       /* KVX_PEER_TIMEOUT, ns */
+    uint64_t shutdown_timeout;   /* KVX_SHUTDOWN_TIMEOUT, ns */
+    uint64_t max_inflight_bytes; /* KVX_MAX_INFLIGHT_BYTES */
+    long long max_inflight_ops;  /* KVX_MAX_INFLIGHT_OPS */
+    int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
 } kvx_cfg_t;
 
 typedef enum cfg_type {

@@ -38,11 +38,11 @@ extern int kvx_log_level_current;
 #define kvx_trace(...) kvx_log_(KVX_LOG_TRACE, 0, 0, __VA_ARGS__)
 
 /* The same, for a line about one room: "room 42: " is added. */
-#define kvx_room_error(room, ...) kvx_log_(KVX_LOG_ERROR, 1, (room), __VA_ARGS__)
-#define kvx_room_warn(room, ...)  kvx_log_(KVX_LOG_WARN, 1, (room), __VA_ARGS__)
-#define kvx_room_info(room, ...)  kvx_log_(KVX_LOG_INFO, 1, (room), __VA_ARGS__)
-#define kvx_room_debug(room, ...) kvx_log_(KVX_LOG_DEBUG, 1, (room), __VA_ARGS__)
-#define kvx_room_trace(room, ...) kvx_log_(KVX_LOG_TRACE, 1, (room), __VA_ARGS__)
+#define kvx_rerror(room, ...) kvx_log_(KVX_LOG_ERROR, 1, (room), __VA_ARGS__)
+#define kvx_rwarn(room, ...)  kvx_log_(KVX_LOG_WARN, 1, (room), __VA_ARGS__)
+#define kvx_rinfo(room, ...)  kvx_log_(KVX_LOG_INFO, 1, (room), __VA_ARGS__)
+#define kvx_rdebug(room, ...) kvx_log_(KVX_LOG_DEBUG, 1, (room), __VA_ARGS__)
+#define kvx_rtrace(room, ...) kvx_log_(KVX_LOG_TRACE, 1, (room), __VA_ARGS__)
 
 void log_emit(int level, int has_room, uint64_t room, const char *file, int line, const char *fmt,
               ...) __attribute__((format(printf, 6, 7)));

@@ -1,0 +1,401 @@
+/*
+ * t_rooms.c - many rooms, byte-exact: the data path test.
+ *
+ * Rooms are spread over the job's prefill and decode instances. Each room
+ * has a random page count, randomly fragmented destination (and source)
+ * pages, and is handed over in 1..max chunks. Prefill ranks compute the KV
+ * pattern of kvpattern.h into their pages; decode ranks check every byte of
+ * the heads they hold and the aux row. Rooms run in waves of --concurrency.
+ *
+ * Exit 0 only when every room succeeded on every rank and no byte differed.
+ * Usage: t_rooms [--rooms N] [--pages MIN:MAX] [--chunks MAX] [--concurrency C]
+ *                [--layers L] [--page-size P] [--kv-heads H] [--head-dim D]
+ *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head]
+ *                [--seed S] [--expect-puts-per-run N]
+ * (the job layout comes from KVX_LAYOUT)
+ */
+#include <kvx.h>
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpattern.h"
+
+typedef struct opts {
+    int rooms, min_pages, max_pages, max_chunks, concurrency;
+    uint64_t seed;
+    kvx_kv_layout_t kv;
+} opts_t;
+
+typedef struct slot {
+    uint64_t id;
+    int mine;  /* this rank takes part */
+    int other; /* the other side's instance */
+    size_t npages;
+    int nchunks;
+    uint32_t *pages;
+} slot_t;
+
+static int rank, failures;
+
+#define FAIL(...)                                    \
+    do {                                             \
+        fprintf(stderr, "t_rooms: rank %d: ", rank); \
+        fprintf(stderr, __VA_ARGS__);                \
+        fprintf(stderr, "\n");                       \
+        failures++;                                  \
+    } while (0)
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s += 0x9e3779b97f4a7c15ull;
+    return kvp_mix(*s);
+}
+
+static void usage_exit(void)
+{
+    fprintf(stderr, "see the comment at the top of mpi_tests/t_rooms.c\n");
+    exit(2);
+}
+
+static void parse(int argc, char **argv, opts_t *o)
+{
+    static const struct option longs[] = { { "rooms", 1, 0, 'r' },
+                                           { "pages", 1, 0, 'p' },
+                                           { "chunks", 1, 0, 'c' },
+                                           { "concurrency", 1, 0, 'C' },
+                                           { "layers", 1, 0, 'l' },
+                                           { "page-size", 1, 0, 'P' },
+                                           { "kv-heads", 1, 0, 'H' },
+                                           { "head-dim", 1, 0, 'D' },
+                                           { "dtype", 1, 0, 't' },
+                                           { "mla", 0, 0, 'm' },
+                                           { "page-layout", 1, 0, 'L' },
+                                           { "seed", 1, 0, 's' },
+                                           { 0, 0, 0, 0 } };
+    int c;
+
+    memset(o, 0, sizeof(*o));
+    o->rooms = 1000;
+    o->min_pages = 1;
+    o->max_pages = 64;
+    o->max_chunks = 8;
+    o->concurrency = 16;
+    o->seed = 1;
+    o->kv.layers = 2;
+    o->kv.page_size = 16;
+    o->kv.kv_heads = 4;
+    o->kv.head_dim = 32;
+    o->kv.dtype = KVX_DTYPE_BF16;
+    while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            o->rooms = atoi(optarg);
+            break;
+        case 'p':
+            if (sscanf(optarg, "%d:%d", &o->min_pages, &o->max_pages) != 2) {
+                usage_exit();
+            }
+            break;
+        case 'c':
+            o->max_chunks = atoi(optarg);
+            break;
+        case 'C':
+            o->concurrency = atoi(optarg);
+            break;
+        case 'l':
+            o->kv.layers = (unsigned)atoi(optarg);
+            break;
+        case 'P':
+            o->kv.page_size = (unsigned)atoi(optarg);
+            break;
+        case 'H':
+            o->kv.kv_heads = (unsigned)atoi(optarg);
+            break;
+        case 'D':
+            o->kv.head_dim = (unsigned)atoi(optarg);
+            break;
+        case 't':
+            o->kv.dtype = !strcmp(optarg, "fp16")   ? KVX_DTYPE_FP16
+                          : !strcmp(optarg, "fp8")  ? KVX_DTYPE_FP8
+                          : !strcmp(optarg, "fp32") ? KVX_DTYPE_FP32
+                                                    : KVX_DTYPE_BF16;
+            break;
+        case 'm':
+            o->kv.attn = KVX_ATTN_MLA;
+            o->kv.kv_heads = 1;
+            break;
+        case 'L':
+            o->kv.page_layout = !strcmp(optarg, "nhd")    ? KVX_PAGE_NHD
+                                : !strcmp(optarg, "head") ? KVX_PAGE_HEAD_MAJOR
+                                                          : KVX_PAGE_HND;
+            break;
+        case 's':
+            o->seed = strtoull(optarg, NULL, 0);
+            break;
+        default:
+            usage_exit();
+        }
+    }
+}
+
+/* An allocator that fragments: pages are taken at random from the free set.
+ * Every rank of an instance runs the same sequence, so they agree. */
+typedef struct alloc {
+    uint32_t *free;
+    size_t nfree;
+    uint64_t rng;
+} alloc_t;
+
+static void alloc_init(alloc_t *a, size_t n, uint64_t seed)
+{
+    a->free = malloc(n * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) {
+        a->free[i] = (uint32_t)i;
+    }
+    a->nfree = n;
+    a->rng = seed;
+}
+
+static uint32_t *alloc_take(alloc_t *a, size_t n)
+{
+    uint32_t *pages = malloc(n * sizeof(uint32_t));
+
+    for (size_t i = 0; i < n; i++) {
+        size_t j = rng_next(&a->rng) % a->nfree;
+
+        pages[i] = a->free[j];
+        a->free[j] = a->free[--a->nfree];
+    }
+    return pages;
+}
+
+static void alloc_give(alloc_t *a, uint32_t *pages, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        a->free[a->nfree++] = pages[i];
+    }
+    free(pages);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Waits until every room of the wave this rank takes part in is terminal. */
+static void wait_wave(kvx_ctx_t *ctx, slot_t *w, int n, double limit)
+{
+    double start = now_s();
+    int pending = 1;
+
+    while (pending) {
+        pending = 0;
+        for (int i = 0; i < n; i++) {
+            kvx_room_state_t st;
+
+            if (!w[i].mine) {
+                continue;
+            }
+            if (kvx_room_poll(ctx, w[i].id, &st) != KVX_OK) {
+                FAIL("room %llu vanished", (unsigned long long)w[i].id);
+                w[i].mine = 0;
+                continue;
+            }
+            pending |= st != KVX_ROOM_SUCCESS && st != KVX_ROOM_FAILED;
+        }
+        if (pending && now_s() - start > limit) {
+            FAIL("rooms still pending after %.0f s", limit);
+            return;
+        }
+        if (pending) {
+            usleep(50);
+        }
+    }
+}
+
+static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_geom_t *g,
+                        void *const *bufs, unsigned comps, size_t *mismatches, uint64_t *bytes,
+                        int *ok)
+{
+    kvx_room_state_t st = KVX_ROOM_FAILED;
+    kvx_room_info_t info;
+
+    kvx_room_poll(ctx, s->id, &st);
+    if (st != KVX_ROOM_SUCCESS) {
+        kvx_failure_t f;
+        char line[512] = "(no reason)";
+
+        if (kvx_room_failure(ctx, s->id, &f) == KVX_OK) {
+            kvx_failure_format(&f, line, sizeof(line));
+        }
+        FAIL("room %llu ended %s: %s", (unsigned long long)s->id, kvx_room_state_name(st), line);
+    } else {
+        (*ok)++;
+    }
+    if (role == KVX_ROLE_DECODE && st == KVX_ROOM_SUCCESS) {
+        uint64_t aux = 0, want = kvp_aux(s->id);
+        size_t len = 0, bad = kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0);
+
+        if (bad > 0) {
+            FAIL("room %llu: %zu bytes differ", (unsigned long long)s->id, bad);
+        }
+        *mismatches += bad;
+        if (kvx_room_aux(ctx, s->id, &aux, sizeof(aux), &len) != KVX_OK || len != sizeof(aux) ||
+            aux != want) {
+            FAIL("room %llu: aux %llx (%zu bytes), expected %llx", (unsigned long long)s->id,
+                 (unsigned long long)aux, len, (unsigned long long)want);
+            (*mismatches)++;
+        }
+    }
+    if (role == KVX_ROLE_PREFILL && kvx_room_info(ctx, s->id, &info) == KVX_OK) {
+        *bytes += info.bytes;
+    }
+    if (kvx_room_close(ctx, s->id) != KVX_OK) {
+        FAIL("cannot close room %llu", (unsigned long long)s->id);
+    }
+}
+
+/* The decode grants, the prefill computes and sends in chunks. */
+static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_index,
+                       const kvp_geom_t *g, void *const *bufs, unsigned comps)
+{
+    kvx_status_t st;
+
+    if (role == KVX_ROLE_DECODE) {
+        st = kvx_room_recv_open(ctx, s->id, s->other, s->pages, s->npages, slot_index);
+        if (st != KVX_OK) {
+            FAIL("recv_open %llu: %s", (unsigned long long)s->id, kvx_status_string(st));
+            s->mine = 0;
+        }
+        return;
+    }
+    st = kvx_room_send_open(ctx, s->id, s->other, s->npages);
+    if (st != KVX_OK) {
+        FAIL("send_open %llu: %s", (unsigned long long)s->id, kvx_status_string(st));
+        s->mine = 0;
+        return;
+    }
+    kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 1);
+    for (int c = 0, done = 0; c < s->nchunks; c++) {
+        int n = c == s->nchunks - 1 ? (int)s->npages - done : (int)s->npages / s->nchunks;
+        uint64_t aux = kvp_aux(s->id);
+        int last = c == s->nchunks - 1;
+
+        st = kvx_room_send_chunk(ctx, s->id, s->pages + done, (size_t)n, last ? &aux : NULL,
+                                 last ? sizeof(aux) : 0);
+        if (st != KVX_OK) {
+            FAIL("send_chunk %llu: %s", (unsigned long long)s->id, kvx_status_string(st));
+        }
+        done += n;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    kvx_ctx_params_t params;
+    kvx_identity_t id;
+    kvx_failure_t why;
+    kvx_ctx_t *ctx;
+    opts_t o;
+    kvp_geom_t g;
+    alloc_t alloc;
+    unsigned comps;
+    void **bufs;
+    slot_t *wave;
+    size_t mismatches = 0, tot_mismatch = 0;
+    uint64_t bytes = 0, tot_bytes = 0;
+    int ok = 0, tot_ok = 0, tot_fail = 0, mine_total = 0, tot_mine = 0;
+    double t0, t1;
+    char line[512];
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    parse(argc, argv, &o);
+    kvx_ctx_params_init(&params);
+    params.kv = o.kv;
+    params.num_pages = (size_t)o.concurrency * (size_t)o.max_pages * 3 / 2 + 8;
+    params.aux_slots = (size_t)o.concurrency;
+    params.aux_item_size = sizeof(uint64_t);
+    if (kvx_ctx_create(MPI_COMM_WORLD, &params, &ctx, &why) != KVX_OK) {
+        kvx_failure_format(&why, line, sizeof(line));
+        fprintf(stderr, "t_rooms: rank %d: kvx_ctx_create: %s\n", rank, line);
+        MPI_Finalize();
+        return 1;
+    }
+    kvx_ctx_identity(ctx, &id);
+    comps = o.kv.attn == KVX_ATTN_MLA ? 1 : 2;
+    bufs = calloc(o.kv.layers * comps, sizeof(void *));
+    for (unsigned b = 0; b < o.kv.layers * comps; b++) {
+        kvx_ctx_kv_buffer(ctx, b / comps, b % comps, &bufs[b], NULL);
+    }
+    memset(&g, 0, sizeof(g));
+    g.kv = o.kv;
+    kvx_ctx_heads(ctx, &g.first_head, &g.heads);
+    g.num_pages = params.num_pages;
+    g.elem = kvp_elem(o.kv.dtype);
+    alloc_init(&alloc, params.num_pages, o.seed * 1000003u + (uint64_t)id.role * 101 + id.instance);
+    wave = calloc((size_t)o.concurrency, sizeof(slot_t));
+    MPI_Barrier(MPI_COMM_WORLD);
+    t0 = now_s();
+    for (int base = 0; base < o.rooms; base += o.concurrency) {
+        int n = o.rooms - base < o.concurrency ? o.rooms - base : o.concurrency;
+
+        for (int i = 0; i < n; i++) {
+            int r = base + i;
+            uint64_t rng = o.seed * 7919u + (uint64_t)r;
+            int pi = r % id.prefill_instances,
+                di = (r / id.prefill_instances) % id.decode_instances;
+            slot_t *s = &wave[i];
+
+            s->id = 1000000u * o.seed + (uint64_t)r;
+            s->npages =
+                (size_t)o.min_pages + rng_next(&rng) % (uint64_t)(o.max_pages - o.min_pages + 1);
+            s->nchunks = 1 + (int)(rng_next(&rng) % (uint64_t)o.max_chunks);
+            s->nchunks = s->nchunks > (int)s->npages ? (int)s->npages : s->nchunks;
+            s->mine = id.role == KVX_ROLE_PREFILL ? pi == id.instance : di == id.instance;
+            s->other = id.role == KVX_ROLE_PREFILL ? di : pi;
+            if (s->mine) {
+                s->pages = alloc_take(&alloc, s->npages);
+                mine_total++;
+                start_room(ctx, s, id.role, i, &g, bufs, comps);
+            }
+        }
+        wait_wave(ctx, wave, n, 60.0);
+        for (int i = 0; i < n; i++) {
+            if (wave[i].mine) {
+                finish_room(ctx, &wave[i], id.role, &g, bufs, comps, &mismatches, &bytes, &ok);
+            }
+            if (wave[i].pages != NULL) {
+                alloc_give(&alloc, wave[i].pages, wave[i].npages);
+                wave[i].pages = NULL;
+            }
+        }
+    }
+    t1 = now_s();
+    MPI_Reduce(&ok, &tot_ok, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mine_total, &tot_mine, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&failures, &tot_fail, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&mismatches, &tot_mismatch, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&bytes, &tot_bytes, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    kvx_ctx_destroy(ctx);
+    if (rank == 0) {
+        printf("t_rooms: %d rooms, %d room-ends on %d ranks, %d SUCCESS, %zu mismatched bytes, "
+               "%.1f MB in %.2f s (%.2f GB/s)\n",
+               o.rooms, tot_mine, id.world_size, tot_ok, tot_mismatch, (double)tot_bytes / 1e6,
+               t1 - t0, (double)tot_bytes / (t1 - t0) / 1e9);
+        printf("%s\n", tot_fail == 0 && tot_ok == tot_mine && tot_mismatch == 0 ? "PASS" : "FAIL");
+    }
+    free(wave);
+    free(bufs);
+    free(alloc.free);
+    MPI_Finalize();
+    return tot_fail == 0 ? 0 : 1;
+}

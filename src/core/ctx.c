@@ -1,0 +1,459 @@
+/*
+ * ctx.c - creating and destroying contexts, and the context getters.
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "mpi/kvx_mpi.h"
+#include "util/failure.h"
+#include "util/ident.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Live contexts, so that a stale or foreign handle is an answer, not a crash. */
+#define CTX_MAX_LIVE 64
+static pthread_mutex_t ctx_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static kvx_ctx_t *ctx_registry[CTX_MAX_LIVE];
+
+static int ctx_register(kvx_ctx_t *ctx)
+{
+    int ok = 0;
+
+    pthread_mutex_lock(&ctx_registry_lock);
+    for (int i = 0; i < CTX_MAX_LIVE && !ok; i++) {
+        if (ctx_registry[i] == NULL) {
+            ctx_registry[i] = ctx;
+            ok = 1;
+        }
+    }
+    pthread_mutex_unlock(&ctx_registry_lock);
+    return ok;
+}
+
+static int ctx_unregister(kvx_ctx_t *ctx)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&ctx_registry_lock);
+    for (int i = 0; i < CTX_MAX_LIVE; i++) {
+        if (ctx != NULL && ctx_registry[i] == ctx) {
+            ctx_registry[i] = NULL;
+            found = 1;
+        }
+    }
+    pthread_mutex_unlock(&ctx_registry_lock);
+    return found;
+}
+
+kvx_status_t ctx_enter(kvx_ctx_t *ctx)
+{
+    int found = 0;
+
+    pthread_mutex_lock(&ctx_registry_lock);
+    for (int i = 0; i < CTX_MAX_LIVE && ctx != NULL; i++) {
+        found |= ctx_registry[i] == ctx;
+    }
+    pthread_mutex_unlock(&ctx_registry_lock);
+    if (found) {
+        __atomic_add_fetch(&ctx->api_waiting, 1, __ATOMIC_RELAXED);
+        pthread_mutex_lock(&ctx->lock);
+        __atomic_sub_fetch(&ctx->api_waiting, 1, __ATOMIC_RELAXED);
+    }
+    return found ? KVX_OK : KVX_ERR_INVALID_HANDLE;
+}
+
+void ctx_leave(kvx_ctx_t *ctx)
+{
+    pthread_mutex_unlock(&ctx->lock);
+}
+
+kvx_role_t ctx_other_role(const kvx_ctx_t *ctx)
+{
+    return ctx->role == KVX_ROLE_PREFILL ? KVX_ROLE_DECODE : KVX_ROLE_PREFILL;
+}
+
+void kvx_ctx_params_init(kvx_ctx_params_t *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    memset(p, 0, sizeof(*p));
+    p->kv.dtype = KVX_DTYPE_BF16;
+    p->kv.attn = KVX_ATTN_MHA;
+    p->kv.page_layout = KVX_PAGE_HND;
+    p->mem_type = KVX_MEM_HOST;
+}
+
+static void ctx_warn_unknown(const char *name, const char *nearest, void *arg)
+{
+    kvx_warn("unknown variable %s in the environment is ignored (did you mean %s?)", name, nearest);
+}
+
+/* Everything a rank can check alone, before any collective beyond dup. */
+static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *params,
+                                    kvx_failure_t *why)
+{
+    const char *layout;
+    char who[64];
+    kvx_status_t status;
+
+    status = cfg_load(&ctx->cfg, environ, ctx_warn_unknown, NULL, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (params == NULL) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "params is NULL");
+        return KVX_ERR_INVALID_PARAM;
+    }
+    layout = params->layout != NULL ? params->layout : ctx->cfg.layout;
+    status = joblayout_parse(layout, ctx->size, &ctx->job, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    joblayout_locate(&ctx->job, ctx->rank, &ctx->role, &ctx->instance, &ctx->tp_rank);
+    ctx->tp_size = ctx->job.tp[ctx->role];
+    ident_set_role(ctx->role, ctx->instance, ctx->tp_rank, ctx->tp_size);
+    snprintf(who, sizeof(who), "%s[%d]", kvx_role_name(ctx->role), ctx->instance);
+    status = kvl_init(&ctx->my, &params->kv, ctx->tp_size, who, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (params->num_pages == 0 || params->num_pages > UINT32_MAX) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "num_pages=%zu: a pool needs 1 to %u pages", params->num_pages, UINT32_MAX);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (params->buffers != NULL && params->slab != NULL) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "give either buffers or slab, not both");
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if ((params->aux_slots == 0) != (params->aux_item_size == 0)) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "aux_slots=%zu and aux_item_size=%zu: give both or neither", params->aux_slots,
+                    params->aux_item_size);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    ctx->kv = params->kv;
+    ctx->num_pages = params->num_pages;
+    ctx->aux_item_size = params->aux_item_size;
+    return KVX_OK;
+}
+
+static kvx_status_t ctx_split_tp(kvx_ctx_t *ctx)
+{
+    int color = joblayout_color(&ctx->job, ctx->role, ctx->instance);
+    kvx_status_t status;
+
+    status = KVX_MPI_CALL(MPI_Comm_split(ctx->world, color, ctx->tp_rank, &ctx->tp_comm));
+    if (status == KVX_OK) {
+        status = KVX_MPI_CALL(MPI_Comm_dup(ctx->tp_comm, &ctx->tp_comm_user));
+    }
+    return status;
+}
+
+static void ctx_free(kvx_ctx_t *ctx)
+{
+    if (ctx->tp_comm_user != MPI_COMM_NULL) {
+        MPI_Comm_free(&ctx->tp_comm_user);
+    }
+    if (ctx->tp_comm != MPI_COMM_NULL) {
+        MPI_Comm_free(&ctx->tp_comm);
+    }
+    if (ctx->world != MPI_COMM_NULL) {
+        MPI_Comm_free(&ctx->world);
+    }
+    hmap_cleanup(&ctx->rooms);
+    cfg_cleanup(&ctx->cfg);
+    pthread_mutex_destroy(&ctx->lock);
+    ctx->magic = 0;
+    free(ctx);
+}
+
+static kvx_status_t ctx_init_world(kvx_ctx_t *ctx, MPI_Comm world, kvx_failure_t *why)
+{
+    int initialized = 0, finalized = 0;
+    kvx_status_t status;
+
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized) {
+        failure_set(why, KVX_ERR_MPI, KVX_STAGE_INIT, NULL,
+                    "MPI is not initialized (call MPI_Init before kvx_ctx_create)");
+        return KVX_ERR_MPI;
+    }
+    if (world == MPI_COMM_NULL) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "world is MPI_COMM_NULL");
+        return KVX_ERR_INVALID_PARAM;
+    }
+    status = KVX_MPI_CALL(MPI_Comm_dup(world, &ctx->world));
+    if (status != KVX_OK) {
+        failure_set(why, status, KVX_STAGE_INIT, NULL, "MPI_Comm_dup of world failed");
+        return status;
+    }
+    /* kvx's own communicators report errors instead of aborting the job. */
+    MPI_Comm_set_errhandler(ctx->world, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(ctx->world, &ctx->rank);
+    MPI_Comm_size(ctx->world, &ctx->size);
+    ident_set_rank(ctx->rank);
+    /* A role from an earlier context must not name this one's failures. */
+    ident_set_role(KVX_ROLE_NONE, -1, -1, 0);
+    return KVX_OK;
+}
+
+/* The steps of creation; each ends with every rank agreeing on its outcome. */
+static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
+{
+    kvx_status_t status;
+
+    status = bootstrap_agree(ctx->world, ctx_check_local(ctx, params, why), why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    status = ctx_split_tp(ctx);
+    if (status != KVX_OK) {
+        failure_set(why, status, KVX_STAGE_INIT, NULL, "cannot split the TP communicators");
+        return status;
+    }
+    status = kucx_ctx_init(&ctx->ucx, why);
+    if (status == KVX_OK) {
+        status = pool_init(ctx, params, why);
+    }
+    status = bootstrap_agree(ctx->world, status, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    status = bootstrap_agree(ctx->world, bootstrap_run(ctx, why), why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    return progress_start(ctx);
+}
+
+kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_ctx_t **ctx_p,
+                            kvx_failure_t *reason_p)
+{
+    kvx_failure_t why;
+    kvx_ctx_t *ctx;
+    kvx_status_t status;
+
+    memset(&why, 0, sizeof(why));
+    if (ctx_p == NULL) {
+        failure_set(&why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "ctx_p is NULL");
+        failure_copy(reason_p, &why);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL || hmap_init(&ctx->rooms, 1024) != KVX_OK) {
+        free(ctx);
+        failure_set(&why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory for a context");
+        failure_copy(reason_p, &why);
+        return KVX_ERR_NO_MEMORY;
+    }
+    ctx->magic = KVX_CTX_MAGIC;
+    ctx->world = ctx->tp_comm = ctx->tp_comm_user = MPI_COMM_NULL;
+    ctx->ucx.efd = -1;
+    pthread_mutex_init(&ctx->lock, NULL);
+    status = ctx_init_world(ctx, world, &why);
+    if (status == KVX_OK) {
+        status = ctx_build(ctx, params, &why);
+    }
+    if (status != KVX_OK) {
+        char line[512];
+
+        kvx_failure_format(&why, line, sizeof(line));
+        kvx_error("kvx_ctx_create failed: %s", line);
+        bootstrap_cleanup(ctx);
+        pool_cleanup(ctx);
+        kucx_ctx_cleanup(&ctx->ucx);
+        ctx_free(ctx);
+        ident_set_role(KVX_ROLE_NONE, -1, -1, 0);
+        failure_copy(reason_p, &why);
+        return status;
+    }
+    if (!ctx_register(ctx)) {
+        kvx_warn("more than %d live contexts: handle checks are off for this one", CTX_MAX_LIVE);
+    }
+    kvx_info("context ready: %s[%d].tp%d of %d, %zu pages of %zu bytes per buffer, %d peers",
+             kvx_role_name(ctx->role), ctx->instance, ctx->tp_rank, ctx->tp_size, ctx->num_pages,
+             ctx->my.page_bytes, ctx->npeers);
+    *ctx_p = ctx;
+    return KVX_OK;
+}
+
+/* Fails every room still in flight and waits until no operation is in
+ * flight and every live peer said goodbye (or the shutdown deadline). */
+static void ctx_quiesce(kvx_ctx_t *ctx)
+{
+    uint64_t deadline = kvx_now_ns() + ctx->cfg.shutdown_timeout;
+    int waiting = 1;
+
+    pthread_mutex_lock(&ctx->lock);
+    ctx->stopping = 1;
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+        kvx_failure_t f;
+
+        if (room != NULL && room->state != KVX_ROOM_FAILED && room->state != KVX_ROOM_SUCCESS) {
+            failure_set_room(&f, room->id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
+                             "the context was destroyed while the room was in flight");
+            room_fail(ctx, room, &f, 1);
+        }
+    }
+    for (int i = 0; i < ctx->npeers; i++) {
+        size_t len;
+        void *bye = msg_new(MSG_BYE, ctx->rank, 0, 0, &len);
+
+        if (bye != NULL) {
+            peer_send(ctx, &ctx->peers[i], bye, len);
+        }
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    progress_wake(ctx);
+    while (waiting && kvx_now_ns() < deadline) {
+        usleep(1000);
+        pthread_mutex_lock(&ctx->lock);
+        waiting = ctx->out_head != NULL;
+        for (int i = 0; i < ctx->npeers && !waiting; i++) {
+            peer_t *peer = &ctx->peers[i];
+
+            waiting = (!peer->bye && !peer->lost) || peer->inflight_ops > 0;
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    if (waiting) {
+        kvx_warn("destroy: peers did not all say goodbye within %.1f s; closing anyway",
+                 kvx_ns_to_s(ctx->cfg.shutdown_timeout));
+    }
+}
+
+kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
+{
+    if (!ctx_unregister(ctx)) {
+        return KVX_ERR_INVALID_HANDLE;
+    }
+    ctx_quiesce(ctx);
+    progress_stop(ctx);
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        /* Freeing shifts later entries into slot i: look at it again. */
+        while (ctx->rooms.slots[i].value != NULL) {
+            room_free(ctx, ctx->rooms.slots[i].value);
+        }
+    }
+    bootstrap_cleanup(ctx);
+    pool_cleanup(ctx);
+    kucx_ctx_cleanup(&ctx->ucx);
+    ctx_free(ctx);
+    return KVX_OK;
+}
+
+kvx_status_t kvx_ctx_identity(kvx_ctx_t *ctx, kvx_identity_t *id)
+{
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (id != NULL) {
+        id->world_rank = ctx->rank;
+        id->world_size = ctx->size;
+        id->role = ctx->role;
+        id->instance = ctx->instance;
+        id->tp_rank = ctx->tp_rank;
+        id->tp_size = ctx->tp_size;
+        id->prefill_instances = ctx->job.count[KVX_ROLE_PREFILL];
+        id->prefill_tp = ctx->job.tp[KVX_ROLE_PREFILL];
+        id->decode_instances = ctx->job.count[KVX_ROLE_DECODE];
+        id->decode_tp = ctx->job.tp[KVX_ROLE_DECODE];
+    } else {
+        status = KVX_ERR_INVALID_PARAM;
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
+MPI_Comm kvx_ctx_tp_comm(kvx_ctx_t *ctx)
+{
+    MPI_Comm comm;
+
+    if (ctx_enter(ctx) != KVX_OK) {
+        return MPI_COMM_NULL;
+    }
+    comm = ctx->tp_comm_user;
+    ctx_leave(ctx);
+    return comm;
+}
+
+size_t kvx_ctx_page_bytes(kvx_ctx_t *ctx)
+{
+    size_t bytes;
+
+    if (ctx_enter(ctx) != KVX_OK) {
+        return 0;
+    }
+    bytes = ctx->my.page_bytes;
+    ctx_leave(ctx);
+    return bytes;
+}
+
+kvx_status_t kvx_ctx_heads(kvx_ctx_t *ctx, unsigned *first_p, unsigned *count_p)
+{
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (first_p == NULL || count_p == NULL) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else {
+        *first_p = kvl_first_head(&ctx->my, ctx->tp_rank);
+        *count_p = ctx->my.heads;
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
+kvx_status_t kvx_ctx_kv_buffer(kvx_ctx_t *ctx, unsigned layer, unsigned comp, void **buffer_p,
+                               size_t *length_p)
+{
+    kvx_status_t status = ctx_enter(ctx);
+    const kvl_t *k;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    k = &ctx->my;
+    if (layer >= k->kv.layers || comp >= k->comps || buffer_p == NULL) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else {
+        *buffer_p = ctx->pool.buf[layer * k->comps + comp];
+        if (length_p != NULL) {
+            *length_p = ctx->pool.buf_len;
+        }
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
+kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other, kvx_failure_t *reason_p)
+{
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (other < 0 || other >= ctx->job.count[ctx_other_role(ctx)]) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else if (ctx->pair_fail[other].status != KVX_OK) {
+        status = ctx->pair_fail[other].status;
+        failure_copy(reason_p, &ctx->pair_fail[other]);
+    }
+    ctx_leave(ctx);
+    return status;
+}

@@ -1,0 +1,246 @@
+/*
+ * ctx.h - the context and the objects it owns: peers, rooms and their
+ * per-peer parts. Everything here is protected by ctx->lock; the progress
+ * thread holds it while it progresses UCX, API calls hold it while they
+ * touch state.
+ */
+#ifndef KVX_CORE_CTX_H
+#define KVX_CORE_CTX_H
+
+#include <kvx.h>
+
+#include "joblayout.h"
+#include "kvlayout.h"
+#include "msg.h"
+#include "plan.h"
+#include "ucx/kvx_ucx.h"
+#include "util/cfg.h"
+#include "util/hmap.h"
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct room;
+struct target;
+
+/* A rank this rank talks to over UCX. */
+typedef struct peer {
+    struct kvx_ctx *ctx; /* for UCX callbacks */
+    int rank;
+    kvx_role_t role;
+    int instance, tp_rank;
+    char name[64]; /* "decode[1].tp0 (rank 9)" */
+    ucp_ep_h ep;
+    /* Its pool, for ranks this rank writes to. */
+    const kvl_t *kvl; /* its instance's geometry */
+    size_t num_pages;
+    uint64_t *buf_addr;   /* remote address of each (layer, comp) buffer */
+    ucp_rkey_h *buf_rkey; /* rkey covering each buffer */
+    ucp_rkey_h *rkeys;    /* per remote region */
+    int nregions;
+    uint64_t aux_addr;
+    ucp_rkey_h aux_rkey;
+    size_t aux_slots, aux_stride;
+    /* Flow control of puts to it. */
+    uint64_t inflight_bytes;
+    unsigned inflight_ops;
+    struct target *pump_head, *pump_tail; /* targets with puts waiting for room */
+    /* Liveness. */
+    uint64_t last_heard, last_sent;
+    int lost, bye;
+} peer_t;
+
+/* Sender side: one decode rank a prefill room talks to. */
+typedef struct target {
+    struct room *room;
+    peer_t *peer;
+    plan_pair_t pair;
+    plan_geom_t geom;
+    int granted;    /* its PREALLOC arrived */
+    uint64_t nonce; /* the decode room's incarnation, from its PREALLOC */
+    uint32_t *dst;  /* granted destination pages */
+    int64_t aux_slot;
+    /* Posting cursor over pages [batch_start, batch_end). */
+    size_t posted; /* pages whose puts are all posted */
+    size_t batch_end;
+    plan_run_t *runs;
+    size_t nruns, run;
+    unsigned layer, comp;
+    plan_iter_t iter;
+    int iter_live;
+    int in_batch, aux_posted, flushing, done_sent;
+    void *aux_row; /* header + payload put into the decode's aux slot */
+    uint64_t puts, bytes;
+    struct target *pump_next;
+    int pumping; /* queued on peer->pump_* */
+} target_t;
+
+/* Receiver side: one prefill rank a decode room talks to. */
+typedef struct source {
+    peer_t *peer;
+    plan_pair_t pair;
+    int accepted, done;
+} source_t;
+
+/* A message that arrived before its room was opened, replayed at open. */
+typedef struct early {
+    struct early *next;
+    void *buf;
+    size_t len;
+} early_t;
+
+typedef struct room {
+    uint64_t id;
+    kvx_role_t side; /* PREFILL: sends; DECODE: receives */
+    int peer_instance;
+    int user_open; /* opened by the application (else a shadow of early messages) */
+    kvx_room_state_t state;
+    kvx_failure_t failure;    /* valid when state == FAILED */
+    uint64_t nonce;           /* the decode room's incarnation */
+    uint64_t opened, entered; /* when opened, when the state was entered (ns) */
+    unsigned refs;            /* UCX operations still referencing the room */
+    int closed;               /* closed by the application; freed when refs drops to 0 */
+    /* decode */
+    uint32_t *pages;
+    size_t npages;
+    int64_t aux_slot;
+    source_t *sources;
+    unsigned nsources, nwriters, naccepted, ndone;
+    /* prefill */
+    size_t npages_total, nsrc;
+    uint32_t *src; /* source pages handed over so far */
+    void *aux;     /* aux row (header + payload) to put */
+    size_t aux_len;
+    target_t *targets;
+    unsigned ntargets, ngranted, ndone_sent;
+    uint64_t puts, bytes;
+    int started;
+    early_t *early;
+} room_t;
+
+/* This rank's pool: buffers, registration, aux. */
+typedef struct pool {
+    void **buf;     /* [layer * comps + comp] */
+    size_t buf_len; /* num_pages * page_bytes */
+    int nbufs;
+    kucx_region_t *regions;
+    int nregions;
+    int *buf_region; /* region of each buffer */
+    void *owned;     /* memory kvx allocated, or NULL */
+    size_t owned_len;
+    void *aux;
+    size_t aux_slots, aux_stride;
+    kucx_region_t aux_region;
+} pool_t;
+
+/* An outgoing control message waiting for (or in) UCX. */
+typedef struct outmsg {
+    struct outmsg *next;
+    peer_t *peer;
+    void *buf;
+    size_t len;
+} outmsg_t;
+
+struct kvx_ctx {
+    uint64_t magic;
+    pthread_mutex_t lock;
+    kvx_cfg_t cfg;
+    MPI_Comm world, tp_comm_user, tp_comm;
+    int rank, size;
+    joblayout_t job;
+    kvx_role_t role;
+    int instance, tp_rank, tp_size;
+    kvl_t my;       /* this rank's instance geometry */
+    kvl_t *kvls[3]; /* [role][instance] geometry of every instance */
+    kvx_kv_layout_t kv;
+    size_t num_pages;
+    size_t aux_item_size;
+    pool_t pool;
+    kucx_ctx_t ucx;
+    peer_t *peers;
+    int npeers;
+    peer_t **peer_by_rank;    /* [world rank] -> peer or NULL */
+    kvx_failure_t *pair_fail; /* [other instance]: status != OK when unusable */
+    hmap_t rooms;
+    outmsg_t *out_head, *out_tail;
+    msg_limits_t limits;
+    uint64_t bad_msgs;
+    pthread_t progress;
+    int progress_running, stopping;
+    uint64_t next_nonce;
+    int api_waiting; /* API threads waiting for the lock (atomic) */
+};
+
+#define KVX_CTX_MAGIC 0x6b76782d63747821ull
+
+/* ---- ctx.c ---- */
+/* Validates a handle from the API and locks it; KVX_ERR_INVALID_HANDLE when
+ * it is not a live context. */
+kvx_status_t ctx_enter(kvx_ctx_t *ctx);
+void ctx_leave(kvx_ctx_t *ctx);
+kvx_role_t ctx_other_role(const kvx_ctx_t *ctx);
+
+/* ---- pool.c ---- */
+kvx_status_t pool_init(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why);
+void pool_cleanup(kvx_ctx_t *ctx);
+
+/* ---- bootstrap.c ---- */
+/* Exchanges descriptors, validates pairs, creates peers and endpoints. */
+kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why);
+void bootstrap_cleanup(kvx_ctx_t *ctx);
+/* Same status and reason on every rank of comm: the lowest failing rank's. */
+kvx_status_t bootstrap_agree(MPI_Comm comm, kvx_status_t status, kvx_failure_t *why);
+
+/* ---- peer.c ---- */
+/* Queues a control message to a peer (sent by the progress thread). */
+void peer_send(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len);
+/* Sends queued messages (progress thread, lock held). */
+void peer_flush_outbox(kvx_ctx_t *ctx);
+/* Keepalive and loss detection (progress thread, lock held). */
+void peer_tick(kvx_ctx_t *ctx, uint64_t now);
+peer_t *peer_of_rank(kvx_ctx_t *ctx, int rank);
+/* Puts may be posted to this peer now. */
+int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer);
+
+/* ---- room.c ---- */
+room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
+kvx_status_t room_new(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int peer_instance,
+                      room_t **room_p);
+void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state);
+/* The stage a failure now would be recorded at (from the room's state). */
+kvx_stage_t room_stage(const room_t *room);
+int room_terminal(const room_t *room);
+/* Records the room's failure (once: the first failure is the root cause)
+ * and tells the other side of the room. */
+void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify);
+void room_unref(kvx_ctx_t *ctx, room_t *room);
+void room_tick(kvx_ctx_t *ctx, uint64_t now);
+void room_free(kvx_ctx_t *ctx, room_t *room);
+
+/* ---- sender.c ---- */
+kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total);
+kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
+                          const void *aux, size_t aux_len, kvx_failure_t *why);
+void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+/* Posts what flow control allows for every target queued on peer. */
+void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
+
+/* ---- receiver.c ---- */
+kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
+                           int64_t aux_slot);
+void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+
+/* ---- protocol.c ---- */
+/* The active-message handler: decodes, checks and dispatches a message. */
+ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param);
+/* Handles one decoded message (also used to replay early messages). */
+void protocol_dispatch(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf, size_t len);
+
+/* ---- progress.c ---- */
+kvx_status_t progress_start(kvx_ctx_t *ctx);
+void progress_stop(kvx_ctx_t *ctx);
+/* Wakes the progress thread (new work was posted). */
+void progress_wake(kvx_ctx_t *ctx);
+
+#endif

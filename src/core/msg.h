@@ -1,0 +1,107 @@
+/*
+ * msg.h - kvx's control messages between peers (UCX active messages).
+ *
+ * Every message kvx receives is decoded by msg_decode() and nothing else:
+ * it checks magic, version, type, lengths, ranks and page ids before any
+ * field is used. A message that fails is counted and logged with its
+ * source, never trusted.
+ */
+#ifndef KVX_CORE_MSG_H
+#define KVX_CORE_MSG_H
+
+#include <kvx.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MSG_AM_ID   7
+#define MSG_MAGIC   0x4b565831u /* "KVX1" */
+#define MSG_VERSION 1
+
+typedef enum msg_type {
+    MSG_PREALLOC = 1, /* decode -> prefill: room opened; pages and aux slot granted */
+    MSG_ACCEPT,       /* prefill -> decode: room opened on the prefill, grant accepted */
+    MSG_START,        /* prefill -> decode: pages are flowing */
+    MSG_DONE,         /* prefill -> decode: every put of this writer is remotely complete */
+    MSG_FAIL,         /* either way: the room failed; carries the root cause */
+    MSG_DRAINED,      /* prefill -> decode: nothing of this room is in flight any more */
+    MSG_PING,         /* keepalive */
+    MSG_BYE,          /* the sender is shutting down and will not write again */
+    MSG_TYPE_MAX
+} msg_type_t;
+
+/* Fixed header of every message. */
+typedef struct msg_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t type;
+    uint32_t length;  /* of the whole message */
+    int32_t src_rank; /* world rank of the sender */
+    uint64_t room;
+    uint64_t nonce; /* the decode room's incarnation (0 outside rooms) */
+} msg_hdr_t;
+
+/* Body of MSG_PREALLOC, followed by npages uint32 page ids. */
+typedef struct msg_prealloc {
+    int64_t aux_slot; /* -1: none (or this prefill rank is not the aux writer) */
+    uint32_t npages;
+    uint32_t writes; /* 1 when the receiver writes pages (else control only) */
+} msg_prealloc_t;
+
+/* Body of MSG_DONE. */
+typedef struct msg_done {
+    uint64_t bytes;
+    uint64_t puts;
+} msg_done_t;
+
+/* Body of MSG_FAIL: a kvx_failure_t in fixed-width fields. */
+typedef struct msg_failure {
+    int32_t status, stage, origin_rank, origin_role, origin_instance, origin_tp_rank;
+    uint32_t flags, count, has_room, pad;
+    uint64_t room_id;
+    char foreign[128];
+    char text[256];
+} msg_failure_t;
+
+/* The header of an aux row in a decode aux slot: the room id, the
+ * payload's length and the low 32 bits of the decode room's nonce, so the
+ * decode can tell the row belongs to this incarnation of the room. */
+typedef struct msg_aux_header {
+    uint64_t room;
+    uint32_t len;
+    uint32_t nonce;
+} msg_aux_header_t;
+
+/* A decoded message: fields are valid only while the buffer is. */
+typedef struct msg {
+    msg_hdr_t hdr;
+    union {
+        msg_prealloc_t prealloc;
+        msg_done_t done;
+        kvx_failure_t failure;
+    } u;
+    const void *pages; /* MSG_PREALLOC: npages uint32 (unaligned; copy with memcpy) */
+} msg_t;
+
+/* Limits a message is checked against. */
+typedef struct msg_limits {
+    int world_size;
+    size_t max_pages; /* pages a PREALLOC may grant (the sender's pool) */
+} msg_limits_t;
+
+/* Decodes and checks buf. On KVX_ERR_PROTOCOL, why says what was wrong. */
+kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits, msg_t *msg,
+                        char *why, size_t why_len);
+
+/* Builders: return a malloc'd message (NULL on no memory) and its length. */
+void *msg_new(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce, size_t *len_p);
+void *msg_new_prealloc(int src_rank, uint64_t room, uint64_t nonce, int64_t aux_slot, int writes,
+                       const uint32_t *pages, size_t npages, size_t *len_p);
+void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, uint64_t puts,
+                   size_t *len_p);
+void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failure_t *f,
+                   size_t *len_p);
+
+const char *msg_type_name(unsigned type);
+
+#endif

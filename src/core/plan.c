@@ -1,0 +1,186 @@
+/*
+ * plan.c - pairs, runs and pieces (see plan.h).
+ */
+#include "config.h"
+
+#include "plan.h"
+
+#include <string.h>
+
+/* The prefill rank that writes model head h into decode rank d. */
+static int plan_writer_of(const kvl_t *prefill, unsigned h, int d)
+{
+    unsigned H = prefill->kv.kv_heads;
+    int holders;
+
+    if (H >= (unsigned)prefill->tp) {
+        return (int)(h / prefill->heads);
+    }
+    holders = prefill->tp / (int)H;
+    return (int)h * holders + d % holders;
+}
+
+void plan_pair(const kvl_t *prefill, int p, const kvl_t *decode, int d, plan_pair_t *pair)
+{
+    unsigned pfirst = kvl_first_head(prefill, p), pend = pfirst + prefill->heads;
+    unsigned dfirst = kvl_first_head(decode, d), dend = dfirst + decode->heads;
+    unsigned lo = pfirst > dfirst ? pfirst : dfirst, hi = pend < dend ? pend : dend;
+    unsigned h;
+
+    memset(pair, 0, sizeof(*pair));
+    if (lo >= hi) {
+        return;
+    }
+    pair->talks = 1;
+    /* Heads p holds that d needs form one range; p writes the part of it
+     * that it is the chosen writer of, which is the whole range or none:
+     * a prefill rank holding several heads is their only holder. */
+    for (h = lo; h < hi && plan_writer_of(prefill, h, d) != p; h++) {
+    }
+    if (h == hi) {
+        return;
+    }
+    pair->writes = 1;
+    pair->src_head = lo - pfirst;
+    pair->dst_head = lo - dfirst;
+    pair->nheads = hi - lo;
+    pair->aux_writer = plan_writer_of(prefill, dfirst, d) == p;
+}
+
+size_t plan_runs(const uint32_t *src, const uint32_t *dst, size_t n, plan_run_t *runs)
+{
+    size_t nruns = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        plan_run_t *last = nruns ? &runs[nruns - 1] : NULL;
+
+        if (last != NULL && src[i] == last->src + last->count &&
+            dst[i] == last->dst + last->count) {
+            last->count++;
+        } else {
+            runs[nruns].src = src[i];
+            runs[nruns].dst = dst[i];
+            runs[nruns].count = 1;
+            nruns++;
+        }
+    }
+    return nruns;
+}
+
+/* Dimensions of a layout from innermost to outermost. */
+enum { PLAN_HEAD, PLAN_TOKEN, PLAN_PAGE };
+
+static void plan_order(kvx_page_layout_t layout, int order[PLAN_DIMS])
+{
+    static const int hnd[] = { PLAN_TOKEN, PLAN_HEAD, PLAN_PAGE };
+    static const int nhd[] = { PLAN_HEAD, PLAN_TOKEN, PLAN_PAGE };
+    static const int head_major[] = { PLAN_TOKEN, PLAN_PAGE, PLAN_HEAD };
+    const int *o = layout == KVX_PAGE_NHD ? nhd : layout == KVX_PAGE_HEAD_MAJOR ? head_major : hnd;
+
+    memcpy(order, o, sizeof(int) * PLAN_DIMS);
+}
+
+static size_t plan_stride(const kvl_strides_t *s, int dim)
+{
+    return dim == PLAN_HEAD ? s->head : dim == PLAN_TOKEN ? s->token : s->page;
+}
+
+void plan_geom_init(plan_geom_t *g, const kvl_t *src, size_t src_pages, const kvl_t *dst,
+                    size_t dst_pages, const plan_pair_t *pair)
+{
+    kvl_strides_t ss = kvl_strides(src, src_pages), ds = kvl_strides(dst, dst_pages);
+    int order[PLAN_DIMS];
+
+    memset(g, 0, sizeof(*g));
+    plan_order(src->kv.page_layout, order);
+    g->block = src->row;
+    g->ndims = PLAN_DIMS;
+    for (int i = 0; i < PLAN_DIMS; i++) {
+        int dim = order[i];
+
+        g->dim_is_page[i] = dim == PLAN_PAGE;
+        g->extent[i] = dim == PLAN_HEAD ? pair->nheads : dim == PLAN_TOKEN ? src->kv.page_size : 0;
+        g->sstride[i] = plan_stride(&ss, dim);
+        g->dstride[i] = plan_stride(&ds, dim);
+    }
+    g->sbase = pair->src_head * ss.head;
+    g->dbase = pair->dst_head * ds.head;
+    g->spage = ss.page;
+    g->dpage = ds.page;
+}
+
+/* Folds inner dimensions that are contiguous on both sides into one piece. */
+static void plan_fold(const plan_geom_t *g, const size_t extent[PLAN_DIMS], size_t *len_p,
+                      int *first_p)
+{
+    size_t len = g->block;
+    int i;
+
+    for (i = 0; i < g->ndims; i++) {
+        if (extent[i] == 1) {
+            continue;
+        }
+        if (g->sstride[i] != len || g->dstride[i] != len) {
+            break;
+        }
+        len *= extent[i];
+    }
+    *len_p = len;
+    *first_p = i;
+}
+
+void plan_iter_init(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run)
+{
+    memset(it, 0, sizeof(*it));
+    it->g = g;
+    for (int i = 0; i < g->ndims; i++) {
+        it->extent[i] = g->dim_is_page[i] ? run->count : g->extent[i];
+    }
+    plan_fold(g, it->extent, &it->len, &it->first);
+    it->soff = g->sbase + run->src * g->spage;
+    it->doff = g->dbase + run->dst * g->dpage;
+    it->done = run->count == 0;
+}
+
+int plan_iter_next(plan_iter_t *it, size_t *src_off, size_t *dst_off, size_t *len)
+{
+    const plan_geom_t *g = it->g;
+    size_t s = it->soff, d = it->doff;
+    int i;
+
+    if (it->done) {
+        return 0;
+    }
+    for (i = it->first; i < g->ndims; i++) {
+        s += it->idx[i] * g->sstride[i];
+        d += it->idx[i] * g->dstride[i];
+    }
+    *src_off = s;
+    *dst_off = d;
+    *len = it->len;
+    /* Odometer over the dimensions that were not folded. */
+    for (i = it->first; i < g->ndims; i++) {
+        if (++it->idx[i] < it->extent[i]) {
+            return 1;
+        }
+        it->idx[i] = 0;
+    }
+    it->done = 1;
+    return 1;
+}
+
+size_t plan_run_pieces(const plan_geom_t *g, uint32_t count)
+{
+    plan_run_t run = { 0, 0, count };
+    plan_iter_t it;
+    size_t n = 1;
+
+    plan_iter_init(&it, g, &run);
+    if (count == 0) {
+        return 0;
+    }
+    for (int i = it.first; i < g->ndims; i++) {
+        n *= it.extent[i];
+    }
+    return n;
+}

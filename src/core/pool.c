@@ -1,0 +1,145 @@
+/*
+ * pool.c - this rank's KV pool and aux slots: given by the caller or
+ * allocated here, registered with UCX once.
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "util/failure.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* An aux slot holds a header tagging it with its room, then the payload. */
+#define POOL_AUX_HEADER 16
+
+static kvx_status_t pool_alloc(pool_t *pool, size_t len, kvx_failure_t *why)
+{
+    /* Pages are page aligned so that registration pins whole pages. */
+    if (posix_memalign(&pool->owned, 4096, len) != 0) {
+        pool->owned = NULL;
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL,
+                    "cannot allocate a KV pool of %zu bytes", len);
+        return KVX_ERR_NO_MEMORY;
+    }
+    memset(pool->owned, 0, len);
+    pool->owned_len = len;
+    return KVX_OK;
+}
+
+/* Points pool->buf at the caller's buffers, the slab, or memory of our own,
+ * and says how many regions they form. */
+static kvx_status_t pool_place(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
+{
+    pool_t *pool = &ctx->pool;
+    char *base = params->slab;
+
+    pool->nregions = params->buffers != NULL ? pool->nbufs : 1;
+    pool->regions = calloc((size_t)pool->nregions, sizeof(*pool->regions));
+    if (pool->regions == NULL) {
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory for regions");
+        return KVX_ERR_NO_MEMORY;
+    }
+    if (params->buffers != NULL) {
+        for (int i = 0; i < pool->nbufs; i++) {
+            if (params->buffers[i] == NULL) {
+                failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                            "buffers[%d] (layer %d, component %d) is NULL", i,
+                            i / (int)ctx->my.comps, i % (int)ctx->my.comps);
+                return KVX_ERR_INVALID_PARAM;
+            }
+            pool->buf[i] = params->buffers[i];
+            pool->buf_region[i] = i;
+        }
+        return KVX_OK;
+    }
+    if (base == NULL) {
+        kvx_status_t status = pool_alloc(pool, pool->buf_len * (size_t)pool->nbufs, why);
+
+        if (status != KVX_OK) {
+            return status;
+        }
+        base = pool->owned;
+    }
+    for (int i = 0; i < pool->nbufs; i++) {
+        pool->buf[i] = base + (size_t)i * pool->buf_len;
+        pool->buf_region[i] = 0;
+    }
+    return KVX_OK;
+}
+
+static kvx_status_t pool_register(kvx_ctx_t *ctx, kvx_failure_t *why)
+{
+    pool_t *pool = &ctx->pool;
+    kvx_status_t status;
+
+    for (int r = 0; r < pool->nregions; r++) {
+        size_t len = pool->nregions == 1 ? pool->buf_len * (size_t)pool->nbufs : pool->buf_len;
+        void *base = pool->nregions == 1 ? pool->buf[0] : pool->buf[r];
+
+        status =
+            kucx_region_map(&ctx->ucx, base, len, UCS_MEMORY_TYPE_HOST, &pool->regions[r], why);
+        if (status != KVX_OK) {
+            return status;
+        }
+    }
+    if (pool->aux_slots == 0) {
+        return KVX_OK;
+    }
+    return kucx_region_map(&ctx->ucx, pool->aux, pool->aux_slots * pool->aux_stride,
+                           UCS_MEMORY_TYPE_HOST, &pool->aux_region, why);
+}
+
+kvx_status_t pool_init(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
+{
+    pool_t *pool = &ctx->pool;
+    kvx_status_t status;
+
+    if (params->mem_type != KVX_MEM_HOST) {
+        failure_set(why, KVX_ERR_UNSUPPORTED, KVX_STAGE_INIT, NULL,
+                    "mem_type %d: this kvx moves host memory only", (int)params->mem_type);
+        return KVX_ERR_UNSUPPORTED;
+    }
+    pool->nbufs = (int)(ctx->my.kv.layers * ctx->my.comps);
+    pool->buf_len = ctx->num_pages * ctx->my.page_bytes;
+    pool->buf = calloc((size_t)pool->nbufs, sizeof(*pool->buf));
+    pool->buf_region = calloc((size_t)pool->nbufs, sizeof(*pool->buf_region));
+    if (pool->buf == NULL || pool->buf_region == NULL) {
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory for the pool table");
+        return KVX_ERR_NO_MEMORY;
+    }
+    status = pool_place(ctx, params, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    pool->aux_slots = params->aux_slots;
+    pool->aux_stride = POOL_AUX_HEADER + ((params->aux_item_size + 7) & ~(size_t)7);
+    if (pool->aux_slots > 0) {
+        pool->aux = calloc(pool->aux_slots, pool->aux_stride);
+        if (pool->aux == NULL) {
+            failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL,
+                        "cannot allocate %zu aux slots of %zu bytes", pool->aux_slots,
+                        pool->aux_stride);
+            return KVX_ERR_NO_MEMORY;
+        }
+    }
+    return pool_register(ctx, why);
+}
+
+void pool_cleanup(kvx_ctx_t *ctx)
+{
+    pool_t *pool = &ctx->pool;
+
+    for (int r = 0; r < pool->nregions && pool->regions != NULL; r++) {
+        kucx_region_unmap(&ctx->ucx, &pool->regions[r]);
+    }
+    if (pool->aux_region.memh != NULL) {
+        kucx_region_unmap(&ctx->ucx, &pool->aux_region);
+    }
+    free(pool->regions);
+    free(pool->buf);
+    free(pool->buf_region);
+    free(pool->owned);
+    free(pool->aux);
+    memset(pool, 0, sizeof(*pool));
+}

@@ -1,0 +1,134 @@
+/*
+ * progress.c - the progress thread: it owns the UCX worker, so transfers
+ * advance while the application's threads do other work (on shared memory
+ * UCX emulates puts with active messages the target must progress).
+ *
+ * It spins while there is work and, in adaptive mode, sleeps on the
+ * worker's event fd when there is none; deadlines and keepalives are
+ * checked every tick. Errors inside it fail rooms; they never end it.
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <unistd.h>
+
+#define PROGRESS_SPINS 256 /* empty progress calls before sleeping */
+
+static uint64_t progress_tick_ns(const kvx_ctx_t *ctx)
+{
+    uint64_t tick = ctx->cfg.keepalive_interval / 4;
+
+    return tick < KVX_NS_PER_MS        ? KVX_NS_PER_MS
+           : tick > 10 * KVX_NS_PER_MS ? 10 * KVX_NS_PER_MS
+                                       : tick;
+}
+
+/* One round of work with the lock held; returns how much happened. */
+static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
+{
+    unsigned n = kucx_progress(&ctx->ucx);
+    uint64_t now;
+
+    for (int i = 0; i < ctx->npeers; i++) {
+        if (ctx->peers[i].pump_head != NULL) {
+            sender_pump_peer(ctx, &ctx->peers[i]);
+        }
+    }
+    if (ctx->out_head != NULL) {
+        peer_flush_outbox(ctx);
+        n++;
+    }
+    now = kvx_now_ns();
+    if (now >= *next_tick) {
+        room_tick(ctx, now);
+        peer_tick(ctx, now);
+        *next_tick = now + progress_tick_ns(ctx);
+    }
+    return n;
+}
+
+/* Sleeps until the worker has events or the next tick is due. */
+static void progress_sleep(kvx_ctx_t *ctx, uint64_t next_tick)
+{
+    uint64_t now = kvx_now_ns();
+    int timeout_ms = next_tick > now ? (int)((next_tick - now) / KVX_NS_PER_MS) + 1 : 0;
+    struct pollfd pfd = { ctx->ucx.efd, POLLIN, 0 };
+
+    if (ctx->ucx.efd < 0) {
+        pthread_mutex_unlock(&ctx->lock);
+        usleep(100);
+        pthread_mutex_lock(&ctx->lock);
+        return;
+    }
+    if (kucx_arm(&ctx->ucx) != KVX_OK) {
+        return; /* events are pending: progress again */
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    poll(&pfd, 1, timeout_ms);
+    pthread_mutex_lock(&ctx->lock);
+}
+
+static void *progress_main(void *arg)
+{
+    kvx_ctx_t *ctx = arg;
+    uint64_t next_tick = 0;
+    unsigned idle = 0;
+
+    pthread_mutex_lock(&ctx->lock);
+    while (ctx->progress_running) {
+        if (progress_once(ctx, &next_tick) > 0 || ctx->cfg.progress == 1) {
+            idle = 0;
+        } else if (++idle >= PROGRESS_SPINS) {
+            progress_sleep(ctx, next_tick);
+            idle = 0;
+            continue;
+        }
+        /* Let API threads in: a mutex is not fair, so yield when one waits. */
+        pthread_mutex_unlock(&ctx->lock);
+        if (__atomic_load_n(&ctx->api_waiting, __ATOMIC_RELAXED) > 0) {
+            sched_yield();
+        }
+        pthread_mutex_lock(&ctx->lock);
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return NULL;
+}
+
+kvx_status_t progress_start(kvx_ctx_t *ctx)
+{
+    kvx_status_t status = kucx_set_am_handler(&ctx->ucx, MSG_AM_ID, protocol_am_cb, ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    ctx->progress_running = 1;
+    if (pthread_create(&ctx->progress, NULL, progress_main, ctx) != 0) {
+        ctx->progress_running = 0;
+        kvx_error("cannot start the progress thread");
+        return KVX_ERR_NO_MEMORY;
+    }
+    return KVX_OK;
+}
+
+void progress_stop(kvx_ctx_t *ctx)
+{
+    if (!ctx->progress_running) {
+        return;
+    }
+    pthread_mutex_lock(&ctx->lock);
+    ctx->progress_running = 0;
+    pthread_mutex_unlock(&ctx->lock);
+    kucx_signal(&ctx->ucx);
+    pthread_join(ctx->progress, NULL);
+}
+
+void progress_wake(kvx_ctx_t *ctx)
+{
+    kucx_signal(&ctx->ucx);
+}

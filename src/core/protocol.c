@@ -1,0 +1,133 @@
+/*
+ * protocol.c - receiving control messages: every message is decoded and
+ * checked by msg_decode(), must come from a known peer, and is then handed
+ * to the sender or receiver side of its room.
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "util/failure.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Keeps a copy of a message that arrived before the application opened
+ * its room (a prefill rank may hear the decode's grant first). */
+static void protocol_keep_early(kvx_ctx_t *ctx, const msg_t *m, const void *buf, size_t len)
+{
+    room_t *room = hmap_get(&ctx->rooms, m->hdr.room);
+    early_t *e;
+
+    if (room == NULL) {
+        if (room_new(ctx, m->hdr.room, KVX_ROLE_PREFILL, -1, &room) != KVX_OK) {
+            kvx_rerror(m->hdr.room, "no memory to keep an early %s", msg_type_name(m->hdr.type));
+            return;
+        }
+    }
+    e = malloc(sizeof(*e));
+    if (e != NULL && (e->buf = malloc(len)) != NULL) {
+        memcpy(e->buf, buf, len);
+        e->len = len;
+        e->next = NULL;
+        /* Appended, so replay keeps arrival order. */
+        early_t **tail = &room->early;
+        while (*tail != NULL) {
+            tail = &(*tail)->next;
+        }
+        *tail = e;
+    } else {
+        free(e);
+        kvx_rerror(m->hdr.room, "no memory to keep an early %s", msg_type_name(m->hdr.type));
+    }
+}
+
+static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf,
+                              size_t len)
+{
+    room_t *room = room_find(ctx, m->hdr.room);
+
+    if (room == NULL || !room->user_open) {
+        if (ctx->role == KVX_ROLE_PREFILL &&
+            (m->hdr.type == MSG_PREALLOC || m->hdr.type == MSG_FAIL)) {
+            protocol_keep_early(ctx, m, buf, len);
+        } else {
+            kvx_rdebug(m->hdr.room, "dropping %s from %s: no such room open",
+                       msg_type_name(m->hdr.type), peer->name);
+        }
+        return;
+    }
+    if (peer->role == ctx->role || peer->instance != room->peer_instance) {
+        kvx_rwarn(room->id, "ignoring %s from %s, which is not on the other side of the room",
+                  msg_type_name(m->hdr.type), peer->name);
+        ctx->bad_msgs++;
+        return;
+    }
+    if (room->side == KVX_ROLE_DECODE && m->hdr.nonce != room->nonce) {
+        kvx_rdebug(room->id, "dropping a %s from %s of an earlier incarnation of the room",
+                   msg_type_name(m->hdr.type), peer->name);
+        return;
+    }
+    if (m->hdr.type == MSG_FAIL) {
+        /* The peer's record is the root cause: keep its origin. */
+        room_fail(ctx, room, &m->u.failure, 1);
+    } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_PREALLOC) {
+        sender_on_prealloc(ctx, room, peer, m);
+    } else if (room->side == KVX_ROLE_DECODE) {
+        receiver_on_msg(ctx, room, peer, m);
+    } else {
+        kvx_rwarn(room->id, "ignoring %s from %s on the prefill side", msg_type_name(m->hdr.type),
+                  peer->name);
+        ctx->bad_msgs++;
+    }
+}
+
+void protocol_dispatch(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf, size_t len)
+{
+    switch (m->hdr.type) {
+    case MSG_PING:
+        break;
+    case MSG_BYE:
+        peer->bye = 1;
+        break;
+    default:
+        protocol_room_msg(ctx, peer, m, buf, len);
+        break;
+    }
+}
+
+ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param)
+{
+    kvx_ctx_t *ctx = arg;
+    char why[256];
+    peer_t *peer;
+    msg_t m;
+
+    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+        /* kvx sends eagerly only; a rendezvous message is not one of ours. */
+        kvx_warn("dropping a rendezvous active message of %zu bytes", length);
+        ctx->bad_msgs++;
+        return UCS_OK;
+    }
+    memset(&m, 0, sizeof(m));
+    if (msg_decode(data, length, &ctx->limits, &m, why, sizeof(why)) != KVX_OK) {
+        int src = length >= sizeof(msg_hdr_t) ? ((const msg_hdr_t *)data)->src_rank : -1;
+
+        ctx->bad_msgs++;
+        kvx_warn("malformed message #%llu (claims rank %d): %s", (unsigned long long)ctx->bad_msgs,
+                 src, why);
+        return UCS_OK;
+    }
+    peer = peer_of_rank(ctx, m.hdr.src_rank);
+    if (peer == NULL) {
+        ctx->bad_msgs++;
+        kvx_warn("message %s from rank %d, which is not a peer of this rank",
+                 msg_type_name(m.hdr.type), m.hdr.src_rank);
+        return UCS_OK;
+    }
+    peer->last_heard = kvx_now_ns();
+    protocol_dispatch(ctx, peer, &m, data, length);
+    return UCS_OK;
+}

@@ -1,0 +1,397 @@
+/*
+ * room_api.c - the public room calls: check the handle and the arguments,
+ * then hand over to the sender or receiver side under the context lock.
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "util/failure.h"
+#include "util/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Logs why a call was refused (the detecting function logs, once). */
+static kvx_status_t room_api_refuse(uint64_t id, const kvx_failure_t *why)
+{
+    kvx_rwarn(id, "refused: %s%s%s", why->text, why->foreign[0] ? ": " : "", why->foreign);
+    return why->status;
+}
+
+static kvx_status_t room_api_check_open(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int other,
+                                        kvx_failure_t *why)
+{
+    room_t *room = room_find(ctx, id);
+
+    if (ctx->stopping) {
+        failure_set_room(why, id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
+                         "the context is being destroyed");
+        return KVX_ERR_SHUTDOWN;
+    }
+    if (ctx->role != side) {
+        failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                         "a %s rank cannot open a %s room", kvx_role_name(ctx->role),
+                         side == KVX_ROLE_PREFILL ? "send" : "receive");
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (other < 0 || other >= ctx->job.count[ctx_other_role(ctx)]) {
+        failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                         "there is no %s instance %d (the job has %d)",
+                         kvx_role_name(ctx_other_role(ctx)), other,
+                         ctx->job.count[ctx_other_role(ctx)]);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (room != NULL && room->user_open) {
+        failure_set_room(why, id, KVX_ERR_ROOM_EXISTS, KVX_STAGE_BOOTSTRAP, NULL,
+                         "room id is still open (%s); close it before reusing the id",
+                         kvx_room_state_name(room->state));
+        return KVX_ERR_ROOM_EXISTS;
+    }
+    if (ctx->pair_fail[other].status != KVX_OK) {
+        *why = ctx->pair_fail[other];
+        why->room_id = id;
+        why->has_room = 1;
+        return why->status;
+    }
+    return KVX_OK;
+}
+
+static kvx_status_t room_api_check_pages(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages,
+                                         size_t npages, int64_t aux_slot, kvx_failure_t *why)
+{
+    unsigned char *seen;
+
+    if (pages == NULL || npages == 0 || npages > ctx->num_pages) {
+        failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_PREALLOC, NULL,
+                         "%zu pages%s: a room needs 1 to %zu pages", npages,
+                         pages == NULL ? " (NULL)" : "", ctx->num_pages);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (aux_slot < -1 || (aux_slot >= 0 && (uint64_t)aux_slot >= ctx->pool.aux_slots)) {
+        failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_PREALLOC, NULL,
+                         "aux slot %lld is outside 0..%zu (or -1 for none)", (long long)aux_slot,
+                         ctx->pool.aux_slots);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    seen = calloc(ctx->num_pages, 1);
+    if (seen == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < npages; i++) {
+        if (pages[i] >= ctx->num_pages || seen[pages[i]]) {
+            kvx_status_t status =
+                pages[i] >= ctx->num_pages ? KVX_ERR_PAGE_RANGE : KVX_ERR_INVALID_PARAM;
+
+            failure_set_room(why, id, status, KVX_STAGE_PREALLOC, NULL,
+                             pages[i] >= ctx->num_pages
+                                 ? "page %u (index %zu) is outside the pool of %zu pages"
+                                 : "page %u (index %zu) appears twice (pool of %zu pages)",
+                             pages[i], i, ctx->num_pages);
+            free(seen);
+            return status;
+        }
+        seen[pages[i]] = 1;
+    }
+    free(seen);
+    return KVX_OK;
+}
+
+/* Opens the application's room over a shadow of early messages, if any,
+ * and replays them. */
+static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int other,
+                                    room_t **room_p)
+{
+    room_t *room = hmap_get(&ctx->rooms, id);
+    kvx_status_t status;
+
+    if (room != NULL && room->closed) {
+        /* A closed room still referenced by UCX keeps its memory; its id
+         * moves aside so the new room can have it. */
+        hmap_remove(&ctx->rooms, id);
+        room = NULL;
+    }
+    if (room == NULL) {
+        status = room_new(ctx, id, side, other, &room);
+        if (status != KVX_OK) {
+            return status;
+        }
+    }
+    room->side = side;
+    room->peer_instance = other;
+    room->user_open = 1;
+    *room_p = room;
+    return KVX_OK;
+}
+
+static void room_api_replay(kvx_ctx_t *ctx, room_t *room)
+{
+    early_t *e = room->early;
+
+    room->early = NULL;
+    while (e != NULL) {
+        early_t *next = e->next;
+        char why[128];
+        msg_t m;
+
+        if (msg_decode(e->buf, e->len, &ctx->limits, &m, why, sizeof(why)) == KVX_OK) {
+            protocol_dispatch(ctx, peer_of_rank(ctx, m.hdr.src_rank), &m, e->buf, e->len);
+        }
+        free(e->buf);
+        free(e);
+        e = next;
+    }
+}
+
+kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instance,
+                                const uint32_t *pages, size_t npages, int64_t aux_slot)
+{
+    kvx_status_t status = ctx_enter(ctx);
+    kvx_failure_t why;
+    room_t *room;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    status = room_api_check_open(ctx, id, KVX_ROLE_DECODE, prefill_instance, &why);
+    if (status == KVX_OK) {
+        status = room_api_check_pages(ctx, id, pages, npages, aux_slot, &why);
+    }
+    if (status == KVX_OK) {
+        status = room_api_create(ctx, id, KVX_ROLE_DECODE, prefill_instance, &room);
+        if (status == KVX_OK &&
+            (status = receiver_open(ctx, room, pages, npages, aux_slot)) != KVX_OK) {
+            room_free(ctx, room);
+        }
+        if (status != KVX_OK) {
+            failure_set_room(&why, id, status, KVX_STAGE_PREALLOC, NULL, "cannot open the room");
+        }
+    }
+    ctx_leave(ctx);
+    if (status != KVX_OK) {
+        return room_api_refuse(id, &why);
+    }
+    progress_wake(ctx);
+    return KVX_OK;
+}
+
+kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance,
+                                size_t npages_total)
+{
+    kvx_status_t status = ctx_enter(ctx);
+    kvx_failure_t why;
+    room_t *room;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    status = room_api_check_open(ctx, id, KVX_ROLE_PREFILL, decode_instance, &why);
+    if (status == KVX_OK && (npages_total == 0 || npages_total > UINT32_MAX)) {
+        failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                         "npages_total=%zu: a room sends at least one page", npages_total);
+        status = KVX_ERR_INVALID_PARAM;
+    }
+    if (status == KVX_OK) {
+        status = room_api_create(ctx, id, KVX_ROLE_PREFILL, decode_instance, &room);
+        if (status == KVX_OK && (status = sender_open(ctx, room, npages_total)) != KVX_OK) {
+            room_free(ctx, room);
+        }
+        if (status != KVX_OK) {
+            failure_set_room(&why, id, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot open the room");
+        } else {
+            room_api_replay(ctx, room);
+        }
+    }
+    ctx_leave(ctx);
+    if (status != KVX_OK) {
+        return room_api_refuse(id, &why);
+    }
+    progress_wake(ctx);
+    return KVX_OK;
+}
+
+kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
+                                 const void *aux, size_t aux_len)
+{
+    kvx_status_t status = ctx_enter(ctx);
+    kvx_failure_t why;
+    room_t *room;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    room = room_find(ctx, id);
+    if (room == NULL || !room->user_open) {
+        status = KVX_ERR_NO_ROOM;
+    } else if (room->side != KVX_ROLE_PREFILL) {
+        failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                         "send_chunk on a receiving room");
+        status = KVX_ERR_INVALID_PARAM;
+    } else if (pages == NULL || npages == 0) {
+        failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                         "a chunk needs at least one page");
+        status = KVX_ERR_INVALID_PARAM;
+    } else {
+        status = sender_chunk(ctx, room, pages, npages, aux, aux_len, &why);
+    }
+    ctx_leave(ctx);
+    if (status == KVX_ERR_NO_ROOM) {
+        return status;
+    }
+    if (status != KVX_OK) {
+        return room_api_refuse(id, &why);
+    }
+    progress_wake(ctx);
+    return KVX_OK;
+}
+
+/* Finds an open room for a query; KVX_ERR_NO_ROOM when there is none. */
+static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p)
+{
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    *room_p = room_find(ctx, id);
+    if (*room_p == NULL || !(*room_p)->user_open) {
+        ctx_leave(ctx);
+        return KVX_ERR_NO_ROOM;
+    }
+    return KVX_OK;
+}
+
+kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t id, kvx_room_state_t *state_p)
+{
+    room_t *room;
+    kvx_status_t status = room_api_get(ctx, id, &room);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (state_p != NULL) {
+        *state_p = room->state;
+    }
+    ctx_leave(ctx);
+    return state_p != NULL ? KVX_OK : KVX_ERR_INVALID_PARAM;
+}
+
+kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t id, kvx_failure_t *failure_p)
+{
+    room_t *room;
+    kvx_status_t status = room_api_get(ctx, id, &room);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (room->state != KVX_ROOM_FAILED) {
+        status = KVX_ERR_STATE;
+    } else if (failure_p == NULL) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else {
+        *failure_p = room->failure;
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
+kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t id, const char *reason)
+{
+    room_t *room;
+    kvx_status_t status = room_api_get(ctx, id, &room);
+    kvx_failure_t f;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (room->state == KVX_ROOM_SUCCESS) {
+        status = KVX_ERR_STATE;
+    } else if (room->state != KVX_ROOM_FAILED) {
+        failure_set_room(&f, id, KVX_ERR_ABORTED, KVX_STAGE_ABORT, NULL, "aborted by the %s: %s",
+                         room->side == KVX_ROLE_PREFILL ? "prefill" : "decode",
+                         reason != NULL ? reason : "no reason given");
+        room_fail(ctx, room, &f, 1);
+    }
+    ctx_leave(ctx);
+    progress_wake(ctx);
+    return status;
+}
+
+kvx_status_t kvx_room_aux(kvx_ctx_t *ctx, uint64_t id, void *buf, size_t len, size_t *len_p)
+{
+    room_t *room;
+    kvx_status_t status = room_api_get(ctx, id, &room);
+    msg_aux_header_t h;
+    const char *row;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (room->side != KVX_ROLE_DECODE || room->state != KVX_ROOM_SUCCESS) {
+        status = KVX_ERR_STATE;
+    } else if (room->aux_slot < 0) {
+        status = KVX_ERR_AUX;
+    } else {
+        row = (const char *)ctx->pool.aux + (size_t)room->aux_slot * ctx->pool.aux_stride;
+        memcpy(&h, row, sizeof(h));
+        if (h.len > len || (h.len > 0 && buf == NULL)) {
+            status = KVX_ERR_AUX;
+        } else {
+            memcpy(buf, row + sizeof(h), h.len);
+        }
+        if (len_p != NULL) {
+            *len_p = h.len;
+        }
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
+kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t id, kvx_room_info_t *info)
+{
+    room_t *room;
+    kvx_status_t status = room_api_get(ctx, id, &room);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (info == NULL) {
+        ctx_leave(ctx);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    memset(info, 0, sizeof(*info));
+    info->state = room->state;
+    info->side = room->side;
+    info->peer_instance = room->peer_instance;
+    info->npages = room->side == KVX_ROLE_PREFILL ? room->npages_total : room->npages;
+    info->pages_sent = room->nsrc;
+    info->puts = room->puts;
+    info->bytes = room->bytes;
+    info->writers = room->nwriters;
+    info->writers_done = room->ndone;
+    info->targets = room->ntargets;
+    ctx_leave(ctx);
+    return KVX_OK;
+}
+
+kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
+{
+    room_t *room;
+    kvx_status_t status = room_api_get(ctx, id, &room);
+    kvx_failure_t f;
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (!room_terminal(room)) {
+        failure_set_room(&f, id, KVX_ERR_ABORTED, KVX_STAGE_ABORT, NULL,
+                         "closed by the application while %s", kvx_room_state_name(room->state));
+        room_fail(ctx, room, &f, 1);
+    }
+    room->closed = 1;
+    if (room->refs == 0) {
+        room_free(ctx, room);
+    }
+    ctx_leave(ctx);
+    progress_wake(ctx);
+    return KVX_OK;
+}

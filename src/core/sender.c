@@ -1,0 +1,466 @@
+/*
+ * sender.c - the prefill side of a room: targets, posting puts under flow
+ * control, completion (aux, flush, DONE).
+ *
+ * A prefill rank's room has one target per decode rank it shares a head
+ * with. Puts of a target are posted in batches of the pages handed over so
+ * far: for each (layer, component), each run of pages contiguous on both
+ * sides, each piece the layouts allow. When a peer has too many bytes or
+ * operations in flight the target waits on that peer's pump queue, and the
+ * progress thread resumes it as puts complete. When every page is posted,
+ * the aux row is put, the endpoint is flushed (every put is then remotely
+ * complete), and DONE tells the decode rank.
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "util/failure.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
+{
+    const kvl_t *dkvl = &ctx->kvls[KVX_ROLE_DECODE][room->peer_instance];
+    unsigned n = 0;
+
+    room->targets = calloc((size_t)dkvl->tp, sizeof(target_t));
+    room->src = malloc(npages_total * sizeof(uint32_t));
+    if (room->targets == NULL || room->src == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (int d = 0; d < dkvl->tp; d++) {
+        target_t *t = &room->targets[n];
+
+        plan_pair(&ctx->my, ctx->tp_rank, dkvl, d, &t->pair);
+        if (!t->pair.talks) {
+            continue;
+        }
+        t->room = room;
+        t->peer =
+            peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_DECODE, room->peer_instance, d));
+        t->aux_slot = -1;
+        if (t->pair.writes) {
+            plan_geom_init(&t->geom, &ctx->my, ctx->num_pages, dkvl, t->peer->num_pages, &t->pair);
+        }
+        n++;
+    }
+    room->ntargets = n;
+    room->npages_total = npages_total;
+    return KVX_OK;
+}
+
+static void sender_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type)
+{
+    size_t len;
+    void *m = msg_new(type, ctx->rank, t->room->id, t->nonce, &len);
+
+    if (m != NULL) {
+        peer_send(ctx, t->peer, m, len);
+    }
+}
+
+static void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
+                        ucs_status_t ucs, const char *what)
+{
+    kvx_failure_t f;
+
+    failure_set_room(&f, t->room->id, status, stage, ucs_status_string(ucs), "%s %s failed", what,
+                     t->peer->name);
+    room_fail(ctx, t->room, &f, 1);
+}
+
+/* Enters TRANSFERRING once every grant is in and pages were handed over. */
+static void sender_maybe_start(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->started || room_terminal(room) || room->ngranted < room->ntargets ||
+        room->nsrc == 0) {
+        return;
+    }
+    room->started = 1;
+    room_set_state(ctx, room, KVX_ROOM_TRANSFERRING);
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        sender_send(ctx, &room->targets[t], MSG_START);
+    }
+}
+
+/* Every target told: this rank's part of the room is complete. */
+static void sender_maybe_succeed(kvx_ctx_t *ctx, room_t *room)
+{
+    if (!room_terminal(room) && room->started && room->nsrc == room->npages_total &&
+        room->ndone_sent == room->ntargets) {
+        room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+    }
+}
+
+static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
+{
+    t->done_sent = 1;
+    t->room->ndone_sent++;
+    if (t->pair.writes) {
+        size_t len;
+        void *m = msg_new_done(ctx->rank, t->room->id, t->nonce, t->bytes, t->puts, &len);
+
+        if (m != NULL) {
+            peer_send(ctx, t->peer, m, len);
+        }
+    }
+    sender_maybe_succeed(ctx, t->room);
+}
+
+static void sender_put_cb(void *request, ucs_status_t status, void *user)
+{
+    target_t *t = user;
+    kvx_ctx_t *ctx = t->peer->ctx;
+
+    t->peer->inflight_ops--;
+    t->peer->inflight_bytes -= kucx_request_len(request);
+    kucx_request_free(request);
+    if (status != UCS_OK) {
+        sender_fail(ctx, t, kucx_status(status), KVX_STAGE_POST, status, "put to");
+    }
+    room_unref(ctx, t->room);
+}
+
+static void sender_flush_cb(void *request, ucs_status_t status, void *user)
+{
+    target_t *t = user;
+    kvx_ctx_t *ctx = t->peer->ctx;
+
+    kucx_request_free(request);
+    t->flushing = 0;
+    if (status != UCS_OK) {
+        sender_fail(ctx, t, kucx_status(status), KVX_STAGE_COMPLETION, status, "flush of puts to");
+    } else if (!room_terminal(t->room)) {
+        sender_target_done(ctx, t);
+    }
+    room_unref(ctx, t->room);
+}
+
+/* Posts one put; returns 0 when the target must stop (failed). */
+static int sender_put(kvx_ctx_t *ctx, target_t *t, const void *src, size_t len, uint64_t raddr,
+                      ucp_rkey_h rkey, ucp_mem_h memh, kvx_stage_t stage)
+{
+    ucs_status_t ucs;
+    kvx_status_t status =
+        kucx_put(t->peer->ep, src, len, memh, raddr, rkey, sender_put_cb, t, &ucs);
+
+    if (status == KVX_INPROGRESS) {
+        t->peer->inflight_ops++;
+        t->peer->inflight_bytes += len;
+        t->room->refs++;
+    } else if (status != KVX_OK) {
+        sender_fail(ctx, t, status, stage, ucs, stage == KVX_STAGE_AUX ? "aux put to" : "put to");
+        return 0;
+    }
+    t->puts++;
+    t->bytes += len;
+    t->room->puts++;
+    t->room->bytes += len;
+    return 1;
+}
+
+/* Starts a batch over the pages handed over but not yet posted. */
+static int sender_next_batch(target_t *t)
+{
+    room_t *room = t->room;
+    size_t n = room->nsrc - t->posted;
+    plan_run_t *runs;
+
+    if (n == 0) {
+        return 0;
+    }
+    runs = realloc(t->runs, n * sizeof(*runs));
+    if (runs == NULL) {
+        return 0;
+    }
+    t->runs = runs;
+    t->nruns = plan_runs(room->src + t->posted, t->dst + t->posted, n, runs);
+    t->batch_end = room->nsrc;
+    t->run = t->layer = t->comp = 0;
+    t->iter_live = 0;
+    t->in_batch = 1;
+    return 1;
+}
+
+/* The next piece of the current batch, advancing (run, component, layer). */
+static int sender_next_piece(kvx_ctx_t *ctx, target_t *t, size_t *so, size_t *doff, size_t *len)
+{
+    for (;;) {
+        if (!t->in_batch && !sender_next_batch(t)) {
+            return 0;
+        }
+        if (t->iter_live && plan_iter_next(&t->iter, so, doff, len)) {
+            return 1;
+        }
+        if (t->iter_live) {
+            t->iter_live = 0;
+            t->run++;
+        }
+        if (t->run == t->nruns) {
+            t->run = 0;
+            if (++t->comp == ctx->my.comps) {
+                t->comp = 0;
+                if (++t->layer == ctx->my.kv.layers) {
+                    t->posted = t->batch_end;
+                    t->in_batch = 0;
+                    continue;
+                }
+            }
+        }
+        plan_iter_init(&t->iter, &t->geom, &t->runs[t->run]);
+        t->iter_live = 1;
+    }
+}
+
+/* Puts the aux row into the decode's slot (before the flush, which then
+ * covers it). */
+static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
+{
+    room_t *room = t->room;
+    size_t len = sizeof(msg_aux_header_t) + room->aux_len;
+    msg_aux_header_t h = { room->id, (uint32_t)room->aux_len, (uint32_t)t->nonce };
+
+    t->aux_posted = 1;
+    if (!t->pair.aux_writer || t->aux_slot < 0) {
+        return 1;
+    }
+    t->aux_row = malloc(len);
+    if (t->aux_row == NULL) {
+        kvx_failure_t f;
+
+        failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_AUX, NULL,
+                         "no memory for the aux row to %s", t->peer->name);
+        room_fail(ctx, room, &f, 1);
+        return 0;
+    }
+    memcpy(t->aux_row, &h, sizeof(h));
+    if (room->aux_len > 0) {
+        memcpy((char *)t->aux_row + sizeof(h), room->aux, room->aux_len);
+    }
+    return sender_put(ctx, t, t->aux_row, len,
+                      t->peer->aux_addr + (uint64_t)t->aux_slot * t->peer->aux_stride,
+                      t->peer->aux_rkey, NULL, KVX_STAGE_AUX);
+}
+
+static void sender_flush(kvx_ctx_t *ctx, target_t *t)
+{
+    ucs_status_t ucs;
+    kvx_status_t status;
+
+    t->flushing = 1;
+    status = kucx_flush(t->peer->ep, sender_flush_cb, t, &ucs);
+    if (status == KVX_INPROGRESS) {
+        t->room->refs++;
+        return;
+    }
+    t->flushing = 0;
+    if (status != KVX_OK) {
+        sender_fail(ctx, t, status, KVX_STAGE_COMPLETION, ucs, "flush of puts to");
+    } else {
+        sender_target_done(ctx, t);
+    }
+}
+
+static void sender_queue(peer_t *peer, target_t *t)
+{
+    if (t->pumping) {
+        return;
+    }
+    t->pumping = 1;
+    t->pump_next = NULL;
+    t->room->refs++; /* the queue's reference, dropped by sender_pump_peer() */
+    if (peer->pump_tail != NULL) {
+        peer->pump_tail->pump_next = t;
+    } else {
+        peer->pump_head = t;
+    }
+    peer->pump_tail = t;
+}
+
+/* Posts what flow control allows; finishes the target when all is posted. */
+static void sender_pump(kvx_ctx_t *ctx, target_t *t)
+{
+    room_t *room = t->room;
+    const pool_t *pool = &ctx->pool;
+    size_t so, doff, len;
+
+    if (room_terminal(room) || !t->granted || t->done_sent || t->flushing) {
+        return;
+    }
+    while (t->pair.writes) {
+        unsigned b;
+
+        if (!peer_has_room(ctx, t->peer)) {
+            sender_queue(t->peer, t);
+            return;
+        }
+        if (!sender_next_piece(ctx, t, &so, &doff, &len)) {
+            break;
+        }
+        b = t->layer * ctx->my.comps + t->comp;
+        if (!sender_put(ctx, t, (char *)pool->buf[b] + so, len, t->peer->buf_addr[b] + doff,
+                        t->peer->buf_rkey[b], pool->regions[pool->buf_region[b]].memh,
+                        KVX_STAGE_POST)) {
+            return;
+        }
+    }
+    if (room->nsrc < room->npages_total || !room->started) {
+        return;
+    }
+    if (!t->pair.writes) {
+        sender_target_done(ctx, t);
+    } else if (!t->aux_posted && sender_put_aux(ctx, t)) {
+        sender_flush(ctx, t);
+    }
+}
+
+void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer)
+{
+    while (peer->pump_head != NULL && peer_has_room(ctx, peer)) {
+        target_t *t = peer->pump_head;
+
+        peer->pump_head = t->pump_next;
+        if (peer->pump_head == NULL) {
+            peer->pump_tail = NULL;
+        }
+        t->pumping = 0;
+        room_unref(ctx, t->room); /* the queue's reference */
+        sender_pump(ctx, t);
+    }
+}
+
+static void sender_pump_all(kvx_ctx_t *ctx, room_t *room)
+{
+    for (unsigned t = 0; t < room->ntargets && !room_terminal(room); t++) {
+        sender_pump(ctx, &room->targets[t]);
+    }
+}
+
+kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
+                          const void *aux, size_t aux_len, kvx_failure_t *why)
+{
+    int last = room->nsrc + n == room->npages_total;
+
+    if (room_terminal(room) || room->nsrc == room->npages_total) {
+        failure_set_room(why, room->id, KVX_ERR_STATE, KVX_STAGE_POST, NULL,
+                         "room is %s with %zu of %zu pages handed over: no more chunks",
+                         kvx_room_state_name(room->state), room->nsrc, room->npages_total);
+        return KVX_ERR_STATE;
+    }
+    if (n > room->npages_total - room->nsrc) {
+        failure_set_room(why, room->id, KVX_ERR_TOO_MANY_PAGES, KVX_STAGE_POST, NULL,
+                         "chunk of %zu pages after %zu: the room announced %zu", n, room->nsrc,
+                         room->npages_total);
+        return KVX_ERR_TOO_MANY_PAGES;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pages[i] >= ctx->num_pages) {
+            failure_set_room(why, room->id, KVX_ERR_PAGE_RANGE, KVX_STAGE_POST, NULL,
+                             "source page %u (chunk index %zu) is outside the pool of %zu pages",
+                             pages[i], i, ctx->num_pages);
+            return KVX_ERR_PAGE_RANGE;
+        }
+    }
+    if ((aux_len > 0 && (!last || aux == NULL)) || aux_len > ctx->aux_item_size) {
+        failure_set_room(why, room->id, KVX_ERR_AUX, KVX_STAGE_AUX, NULL,
+                         "aux of %zu bytes %s (aux_item_size=%zu)", aux_len,
+                         last ? "does not fit" : "on a chunk that is not the last",
+                         ctx->aux_item_size);
+        return KVX_ERR_AUX;
+    }
+    if (last && aux_len > 0) {
+        room->aux = malloc(aux_len);
+        if (room->aux == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        memcpy(room->aux, aux, aux_len);
+        room->aux_len = aux_len;
+    }
+    memcpy(room->src + room->nsrc, pages, n * sizeof(uint32_t));
+    room->nsrc += n;
+    sender_maybe_start(ctx, room);
+    sender_pump_all(ctx, room);
+    return KVX_OK;
+}
+
+/* Checks a grant against this room and the decode's pool before any page
+ * of it is used: a peer writes only where its room was granted. */
+static int sender_check_grant(kvx_ctx_t *ctx, target_t *t, const msg_t *m, const uint32_t *dst,
+                              kvx_failure_t *f)
+{
+    room_t *room = t->room;
+    const msg_prealloc_t *p = &m->u.prealloc;
+
+    if ((int)p->writes != t->pair.writes) {
+        failure_set_room(f, room->id, KVX_ERR_PROTOCOL, KVX_STAGE_PREALLOC, NULL,
+                         "%s granted as %s, but the plan says it %s", t->peer->name,
+                         p->writes ? "a writer" : "control only",
+                         t->pair.writes ? "writes" : "does not write");
+        return 0;
+    }
+    if (p->npages != room->npages_total) {
+        failure_set_room(f, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_PREALLOC, NULL,
+                         "%s granted %u pages but the prefill announced %zu", t->peer->name,
+                         p->npages, room->npages_total);
+        return 0;
+    }
+    for (uint32_t i = 0; i < p->npages && t->pair.writes; i++) {
+        if (dst[i] >= t->peer->num_pages) {
+            failure_set_room(f, room->id, KVX_ERR_PAGE_RANGE, KVX_STAGE_PREALLOC, NULL,
+                             "%s granted page %u, outside its pool of %zu pages", t->peer->name,
+                             dst[i], t->peer->num_pages);
+            return 0;
+        }
+    }
+    if (p->aux_slot >= 0 && (!t->pair.aux_writer || (uint64_t)p->aux_slot >= t->peer->aux_slots)) {
+        failure_set_room(f, room->id, KVX_ERR_AUX, KVX_STAGE_PREALLOC, NULL,
+                         "%s granted aux slot %lld (it has %zu slots; aux writer: %s)",
+                         t->peer->name, (long long)p->aux_slot, t->peer->aux_slots,
+                         t->pair.aux_writer ? "yes" : "no");
+        return 0;
+    }
+    return 1;
+}
+
+void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
+{
+    target_t *t = NULL;
+    kvx_failure_t f;
+
+    for (unsigned i = 0; i < room->ntargets && t == NULL; i++) {
+        t = room->targets[i].peer == peer ? &room->targets[i] : NULL;
+    }
+    if (t == NULL || t->granted) {
+        kvx_rwarn(room->id, "ignoring %s PREALLOC from %s",
+                  t == NULL ? "an unexpected" : "a second", peer->name);
+        ctx->bad_msgs++;
+        return;
+    }
+    t->nonce = m->hdr.nonce;
+    t->dst = malloc((size_t)m->u.prealloc.npages * sizeof(uint32_t));
+    if (t->dst == NULL) {
+        failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_PREALLOC, NULL,
+                         "no memory for the grant of %s", peer->name);
+        room_fail(ctx, room, &f, 1);
+        return;
+    }
+    if (t->pair.writes) {
+        memcpy(t->dst, m->pages, (size_t)m->u.prealloc.npages * sizeof(uint32_t));
+    }
+    t->granted = 1;
+    room->ngranted++;
+    if (!sender_check_grant(ctx, t, m, t->dst, &f)) {
+        room_fail(ctx, room, &f, 1);
+        return;
+    }
+    t->aux_slot = m->u.prealloc.aux_slot;
+    sender_send(ctx, t, MSG_ACCEPT);
+    if (room->ngranted == room->ntargets) {
+        room_set_state(ctx, room, KVX_ROOM_WAITING_FOR_INPUT);
+    }
+    sender_maybe_start(ctx, room);
+    sender_pump_all(ctx, room);
+}

@@ -1,0 +1,151 @@
+/*
+ * ucx_ctx.c - the UCP context and worker kvx's progress thread owns.
+ */
+#include "config.h"
+
+#include "kvx_ucx.h"
+#include "util/failure.h"
+
+#include <stdio.h>
+#include <string.h>
+
+kvx_status_t kucx_status(ucs_status_t status)
+{
+    switch (status) {
+    case UCS_OK:
+        return KVX_OK;
+    case UCS_INPROGRESS:
+        return KVX_INPROGRESS;
+    case UCS_ERR_NO_MEMORY:
+        return KVX_ERR_NO_MEMORY;
+    case UCS_ERR_BUSY:
+        return KVX_ERR_BUSY;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT:
+    case UCS_ERR_UNREACHABLE:
+        return KVX_ERR_PEER_LOST;
+    case UCS_ERR_TIMED_OUT:
+        return KVX_ERR_TIMEOUT;
+    case UCS_ERR_CANCELED:
+        return KVX_ERR_ABORTED;
+    default:
+        return KVX_ERR_UCX;
+    }
+}
+
+void kucx_version(char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", ucp_get_version_string());
+}
+
+static kvx_status_t kucx_fail(kvx_failure_t *why, const char *what, ucs_status_t rc)
+{
+    kvx_status_t status = kucx_status(rc);
+
+    kvx_error("%s failed: %s", what, ucs_status_string(rc));
+    failure_set(why, status, KVX_STAGE_INIT, ucs_status_string(rc), "%s failed", what);
+    return status;
+}
+
+kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
+{
+    ucp_params_t params = { 0 };
+    ucp_worker_params_t wparams = { 0 };
+    ucp_context_attr_t cattr = { 0 };
+    ucp_config_t *config;
+    ucs_status_t rc;
+
+    memset(u, 0, sizeof(*u));
+    u->efd = -1;
+    rc = ucp_config_read("KVX", NULL, &config);
+    if (rc != UCS_OK) {
+        return kucx_fail(why, "ucp_config_read", rc);
+    }
+    params.field_mask =
+        UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_REQUEST_SIZE;
+    params.request_size = sizeof(kucx_req_t);
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 0;
+    rc = ucp_init(&params, config, &u->context);
+    ucp_config_release(config);
+    if (rc != UCS_OK) {
+        return kucx_fail(why, "ucp_init", rc);
+    }
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    rc = ucp_worker_create(u->context, &wparams, &u->worker);
+    if (rc != UCS_OK) {
+        ucp_cleanup(u->context);
+        return kucx_fail(why, "ucp_worker_create", rc);
+    }
+    if (ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) {
+        kvx_info("UCX worker has no event fd: the progress thread will poll");
+        u->efd = -1;
+    }
+    cattr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    if (ucp_context_query(u->context, &cattr) == UCS_OK) {
+        u->memory_types = cattr.memory_types;
+    }
+    return KVX_OK;
+}
+
+void kucx_ctx_cleanup(kucx_ctx_t *u)
+{
+    if (u->worker != NULL) {
+        ucp_worker_destroy(u->worker);
+    }
+    if (u->context != NULL) {
+        ucp_cleanup(u->context);
+    }
+    memset(u, 0, sizeof(*u));
+    u->efd = -1;
+}
+
+unsigned kucx_progress(kucx_ctx_t *u)
+{
+    return ucp_worker_progress(u->worker);
+}
+
+kvx_status_t kucx_arm(kucx_ctx_t *u)
+{
+    ucs_status_t rc = ucp_worker_arm(u->worker);
+
+    return rc == UCS_OK ? KVX_OK : KVX_ERR_BUSY;
+}
+
+void kucx_signal(kucx_ctx_t *u)
+{
+    if (u->efd >= 0) {
+        ucp_worker_signal(u->worker);
+    }
+}
+
+kvx_status_t kucx_worker_address(kucx_ctx_t *u, void **addr_p, size_t *len_p)
+{
+    ucp_address_t *addr;
+    size_t len;
+    kvx_status_t status = KVX_UCS_CALL(ucp_worker_get_address(u->worker, &addr, &len));
+
+    if (status == KVX_OK) {
+        *addr_p = addr;
+        *len_p = len;
+    }
+    return status;
+}
+
+void kucx_worker_address_free(kucx_ctx_t *u, void *addr)
+{
+    ucp_worker_release_address(u->worker, (ucp_address_t *)addr);
+}
+
+kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg)
+{
+    ucp_am_handler_param_t p = { 0 };
+
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    p.id = id;
+    p.cb = cb;
+    p.arg = arg;
+    return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker, &p));
+}

@@ -1,0 +1,132 @@
+/*
+ * test_msg.c - control messages: what is built decodes back; what is
+ * malformed is refused with a reason, never trusted.
+ */
+#include <criterion/criterion.h>
+#include <kvx.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/msg.h"
+#include "util/failure.h"
+
+static const msg_limits_t limits = { 8, 100 };
+
+Test(msg, prealloc_round_trip)
+{
+    uint32_t pages[] = { 3, 9, 27, 81 };
+    size_t len;
+    void *m = msg_new_prealloc(5, 42, 777, 3, 1, pages, 4, &len);
+    char why[128];
+    msg_t d;
+    uint32_t got[4];
+
+    cr_assert_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(d.hdr.type, MSG_PREALLOC);
+    cr_expect_eq(d.hdr.src_rank, 5);
+    cr_expect_eq(d.hdr.room, 42);
+    cr_expect_eq(d.hdr.nonce, 777);
+    cr_expect_eq(d.u.prealloc.npages, 4);
+    cr_expect_eq(d.u.prealloc.aux_slot, 3);
+    memcpy(got, d.pages, sizeof(got));
+    cr_expect_arr_eq(got, pages, sizeof(pages));
+    free(m);
+}
+
+Test(msg, fail_round_trip_keeps_the_origin)
+{
+    kvx_failure_t f, *g;
+    size_t len;
+    void *m;
+    char why[128];
+    msg_t d;
+
+    failure_set_room(&f, 42, KVX_ERR_UCX, KVX_STAGE_POST, "Connection reset by remote peer",
+                     "put to decode[1].tp0 (rank 9) failed");
+    f.origin_rank = 5;
+    f.origin_role = KVX_ROLE_PREFILL;
+    f.origin_instance = 0;
+    f.origin_tp_rank = 2;
+    f.flags = KVX_FAILURE_INJECTED;
+    m = msg_new_fail(5, 42, 1, &f, &len);
+    cr_assert_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_OK, "%s", why);
+    g = &d.u.failure;
+    cr_expect_eq(g->origin_rank, 5);
+    cr_expect_eq(g->origin_tp_rank, 2);
+    cr_expect_eq(g->stage, KVX_STAGE_POST);
+    cr_expect_eq(g->status, KVX_ERR_UCX);
+    cr_expect_eq(g->flags, KVX_FAILURE_INJECTED);
+    cr_expect_str_eq(g->text, f.text);
+    cr_expect_str_eq(g->foreign, f.foreign);
+    free(m);
+}
+
+/* Each mutation of a valid message must be refused with its reason. */
+Test(msg, malformed_messages_are_refused)
+{
+    uint32_t pages[] = { 1, 2 };
+    size_t len;
+    char *good = msg_new_prealloc(1, 7, 1, -1, 1, pages, 2, &len);
+    char buf[512], why[128];
+    msg_t d;
+    struct {
+        size_t off;
+        uint32_t value;
+        size_t width;
+        const char *expect;
+    } cases[] = {
+        { 0, 0xdeadbeef, 4, "bad magic" },
+        { 4, 9, 2, "protocol version 9" },
+        { 6, 99, 2, "unknown message type 99" },
+        { 6, 0, 2, "unknown message type 0" },
+        { 8, 1000, 4, "says 1000 bytes" },
+        { 12, 8, 4, "outside the world of 8" },
+        { 12, (uint32_t)-1, 4, "outside the world" },
+        { 32 + 8, 0, 4, "grants 0 pages" },
+        { 32 + 8, 101, 4, "grants 101 pages" },
+        { 32 + 12, 2, 4, "writes=2" },
+        { 32 + 8, 3, 4, "expected" }, /* claims 3 pages, carries 2 */
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memcpy(buf, good, len);
+        memcpy(buf + cases[i].off, &cases[i].value, cases[i].width);
+        cr_expect_eq(msg_decode(buf, len, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL,
+                     "case %zu accepted", i);
+        cr_expect(strstr(why, cases[i].expect) != NULL, "case %zu: %s", i, why);
+    }
+    for (size_t cut = 0; cut < len; cut++) {
+        cr_expect_eq(msg_decode(good, cut, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    }
+    cr_expect_eq(msg_decode(NULL, 0, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    free(good);
+}
+
+Test(msg, fail_with_unterminated_text_or_bad_enums_is_refused)
+{
+    kvx_failure_t f;
+    size_t len;
+    char *m, why[128];
+    msg_t d;
+    msg_failure_t w;
+
+    failure_set_room(&f, 1, KVX_ERR_TIMEOUT, KVX_STAGE_WAIT, NULL, "late");
+    m = msg_new_fail(0, 1, 1, &f, &len);
+    memcpy(&w, m + sizeof(msg_hdr_t), sizeof(w));
+    memset(w.text, 'x', sizeof(w.text));
+    memcpy(m + sizeof(msg_hdr_t), &w, sizeof(w));
+    cr_expect_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    cr_expect(strstr(why, "unterminated") != NULL, "%s", why);
+    free(m);
+    m = msg_new_fail(0, 1, 1, &f, &len);
+    memcpy(&w, m + sizeof(msg_hdr_t), sizeof(w));
+    w.stage = 77;
+    memcpy(m + sizeof(msg_hdr_t), &w, sizeof(w));
+    cr_expect_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    w.stage = KVX_STAGE_WAIT;
+    w.status = KVX_OK;
+    memcpy(m + sizeof(msg_hdr_t), &w, sizeof(w));
+    cr_expect_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    cr_expect(strstr(why, "not an error") != NULL, "%s", why);
+    free(m);
+}
