@@ -113,22 +113,21 @@ static void assign_reason(topo_gpu_t *gpu, size_t ncand, size_t sharers)
     const char *path = kvx_topo_path_name(gpu->info.path);
     const char *gdr =
         gpu->info.gdr_advised ? "GPUDirect RDMA advised" : "GPUDirect RDMA not advised beyond PXB";
+    const char *others = sharers == 2 ? "GPU that has" : "GPUs that have";
     size_t n = gpu->info.nic_count;
 
     if (sharers <= 1) {
         snprintf(gpu->info.reason, sizeof(gpu->info.reason),
-                 "uses the %zu NIC%s at %s from it, which no other GPU is as close to; %s", n,
+                 "uses the %zu NIC%s at %s from it, the nearest of no other GPU; %s", n,
                  n == 1 ? "" : "s", path, gdr);
     } else if (n < ncand) {
         snprintf(gpu->info.reason, sizeof(gpu->info.reason),
-                 "uses %zu of the %zu NICs at %s from it, split with %zu other GPU%s as close "
-                 "to them; %s",
-                 n, ncand, path, sharers - 1, sharers == 2 ? "" : "s", gdr);
+                 "uses %zu of the %zu NICs at %s from it, split with %zu other %s none nearer; %s",
+                 n, ncand, path, sharers - 1, others, gdr);
     } else {
         snprintf(gpu->info.reason, sizeof(gpu->info.reason),
-                 "shares the %zu NIC%s at %s from it with %zu other GPU%s as close to %s; %s", n,
-                 n == 1 ? "" : "s", path, sharers - 1, sharers == 2 ? "" : "s",
-                 n == 1 ? "it" : "them", gdr);
+                 "shares the %zu NIC%s at %s from it with %zu other %s none nearer; %s", n,
+                 n == 1 ? "" : "s", path, sharers - 1, others, gdr);
     }
 }
 

@@ -12,7 +12,7 @@
  *
  * The common ancestor is found by walking ->parent here:
  * hwloc_get_common_ancestor_obj() climbs whichever object is deeper, but
- * I/O objects have negative virtual depths (bridges -5, PCI devices -6), so
+ * I/O objects have negative virtual depths (bridges -4, PCI devices -5), so
  * given two of different types it climbs the other one past the root and
  * dereferences NULL (it crashes on llnl-lassen.xml).
  */
