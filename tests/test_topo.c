@@ -47,6 +47,37 @@ Test(topo_path, names_in_nvidia_smi_order)
     cr_expect_str_eq(kvx_topo_path_name((kvx_topo_path_t)-1), "?");
 }
 
+/* A rank without a GPU takes a NIC on its NUMA node, else one near it (its
+ * package, or a set of nodes including it), else any; the path says which. */
+Test(topo_choice, rank_without_gpu_prefers_its_node_then_its_package)
+{
+    struct {
+        kvx_topo_path_t path;
+        const char *reason;
+    } expect[] = {
+        { KVX_TOPO_PATH_NODE,
+          "no GPU: uses eth0, on its NUMA node 0 (1 of 1 NIC as near, by local rank 0)" },
+        { KVX_TOPO_PATH_NODE,
+          "no GPU: uses eth0, near its NUMA node 1 (1 of 1 NIC as near, by local rank 1)" },
+        { KVX_TOPO_PATH_SYS,
+          "no GPU: uses eth0, away from its NUMA node 2 (1 of 1 NIC as near, by local rank 2)" },
+    };
+    topo_t *topo;
+    kvx_failure_t why;
+
+    cr_assert_eq(topo_test_load(TOPO_SNC_TCP, NULL, &topo, &why), KVX_OK, "%s", why.text);
+    cr_expect_eq(topo->tcp, 1);
+    for (int r = 0; r < 3; r++) {
+        kvx_topo_choice_t c;
+
+        cr_assert_eq(topo_choose(topo, NULL, r, &c, NULL), KVX_OK);
+        cr_expect_eq(c.path, expect[r].path, "local rank %d", r);
+        cr_expect_str_eq(c.reason, expect[r].reason);
+        cr_expect_eq(c.gdr_advised, 0);
+    }
+    topo_destroy(topo);
+}
+
 Test(topo_cfg, rows_and_defaults)
 {
     kvx_cfg_t cfg;

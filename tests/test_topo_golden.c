@@ -153,6 +153,11 @@ Test(topo_golden, synthetic_pxb)
     golden_check("synthetic-pxb", TOPO_PXB);
 }
 
+Test(topo_golden, synthetic_snc_tcp)
+{
+    golden_check("synthetic-snc-tcp", TOPO_SNC_TCP);
+}
+
 /* A topology added to the test data without expectations would be tested
  * by nothing: every XML there needs its .expect file. */
 Test(topo_golden, every_stored_topology_has_expectations)

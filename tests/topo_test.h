@@ -13,10 +13,11 @@
 #include "topo/topo.h"
 #include "util/cfg.h"
 
-#define TOPO_P4D    "tests/data/topologies/aws-p4d.24xlarge.xml"
-#define TOPO_P5     "tests/data/topologies/aws-p5.48xlarge.xml"
-#define TOPO_LASSEN "tests/data/topologies/llnl-lassen.xml"
-#define TOPO_PXB    "tests/data/topo/synthetic-pxb.xml"
+#define TOPO_P4D     "tests/data/topologies/aws-p4d.24xlarge.xml"
+#define TOPO_P5      "tests/data/topologies/aws-p5.48xlarge.xml"
+#define TOPO_LASSEN  "tests/data/topologies/llnl-lassen.xml"
+#define TOPO_PXB     "tests/data/topo/synthetic-pxb.xml"
+#define TOPO_SNC_TCP "tests/data/topo/synthetic-snc-tcp.xml"
 
 /* A file of the source tree (the harness exports top_srcdir); the last four
  * results stay valid. */

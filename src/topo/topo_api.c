@@ -5,7 +5,6 @@
 #include "config.h"
 
 #include "topo.h"
-#include "util/failure.h"
 
 kvx_status_t kvx_topo_create(const char *xml_path, kvx_topo_t **topo_p, kvx_failure_t *reason_p)
 {

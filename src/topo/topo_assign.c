@@ -118,8 +118,8 @@ static void assign_reason(topo_gpu_t *gpu, size_t ncand, size_t sharers)
 
     if (sharers <= 1) {
         snprintf(gpu->info.reason, sizeof(gpu->info.reason),
-                 "uses the %zu NIC%s at %s from it, the nearest of no other GPU; %s", n,
-                 n == 1 ? "" : "s", path, gdr);
+                 "uses the %zu NIC%s at %s from it, which %s no other GPU's nearest; %s", n,
+                 n == 1 ? "" : "s", path, n == 1 ? "is" : "are", gdr);
     } else if (n < ncand) {
         snprintf(gpu->info.reason, sizeof(gpu->info.reason),
                  "uses %zu of the %zu NICs at %s from it, split with %zu other %s none nearer; %s",

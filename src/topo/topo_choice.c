@@ -71,12 +71,21 @@ static hwloc_obj_t choice_home(const topo_t *topo, int local_rank, int *by_rank_
     return node;
 }
 
+/* The package an object is in (itself included), or NULL. */
+static hwloc_obj_t choice_package(hwloc_obj_t obj)
+{
+    while (obj != NULL && obj->type != HWLOC_OBJ_PACKAGE) {
+        obj = obj->parent;
+    }
+    return obj;
+}
+
 /* 0: the NIC is on the home node; 1: on a set of nodes including it, or in
  * its package; 2: farther. */
 static int choice_level(const topo_t *topo, const topo_nic_t *nic, hwloc_obj_t home)
 {
     hwloc_obj_t local = hwloc_get_non_io_ancestor_obj(topo->hw, nic->anchor);
-    hwloc_obj_t pkg = hwloc_get_ancestor_obj_by_type(topo->hw, HWLOC_OBJ_PACKAGE, home);
+    hwloc_obj_t pkg = choice_package(home);
 
     if (local == NULL || local->nodeset == NULL) {
         return 2;
@@ -85,15 +94,13 @@ static int choice_level(const topo_t *topo, const topo_nic_t *nic, hwloc_obj_t h
         return 0;
     }
     if (hwloc_bitmap_isincluded(home->nodeset, local->nodeset) ||
-        (pkg != NULL &&
-         hwloc_get_ancestor_obj_by_type(topo->hw, HWLOC_OBJ_PACKAGE, local) == pkg)) {
+        (pkg != NULL && choice_package(local) == pkg)) {
         return 1;
     }
     return 2;
 }
 
-static const char *const choice_where[] = { "on its NUMA node", "in the package of its NUMA node",
-                                            "away from its NUMA node (none nearer)" };
+static const char *const choice_where[] = { "on", "near", "away from" };
 
 static void choice_host_nic(const topo_t *topo, int local_rank, hwloc_obj_t home, int by_rank,
                             unsigned nnodes, kvx_topo_choice_t *c)
@@ -118,8 +125,9 @@ static void choice_host_nic(const topo_t *topo, int local_rank, hwloc_obj_t home
     topo_rails_format(topo, &pick, 1, c->ucx_net_devices, sizeof(c->ucx_net_devices));
     c->path = best < 2 ? KVX_TOPO_PATH_NODE : KVX_TOPO_PATH_SYS;
     topo_text(c->reason, sizeof(c->reason),
-              "no GPU: uses %s, %s %u (NIC %zu of the %zu there, by local rank %d)",
-              c->ucx_net_devices, choice_where[best], home->os_index, k + 1, ncand, local_rank);
+              "no GPU: uses %s, %s its NUMA node %u (%zu of %zu NIC%s as near, by local rank %d)",
+              c->ucx_net_devices, choice_where[best], home->os_index, k + 1, ncand,
+              ncand == 1 ? "" : "s", local_rank);
 }
 
 static void choice_host(const topo_t *topo, int local_rank, kvx_topo_choice_t *c)
