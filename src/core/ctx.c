@@ -5,6 +5,7 @@
 
 #include "ctx.h"
 #include "mpi/kvx_mpi.h"
+#include "topo/topo.h"
 #include "util/failure.h"
 #include "util/ident.h"
 #include "util/log.h"
@@ -207,6 +208,39 @@ static kvx_status_t ctx_init_world(kvx_ctx_t *ctx, MPI_Comm world, kvx_failure_t
     return KVX_OK;
 }
 
+/* Picks this rank's NICs and cores (src/topo) before UCX reads its
+ * configuration. The GPU is not known to a host pool: such ranks choose by
+ * NUMA locality and are not bound. */
+static kvx_status_t ctx_topology(kvx_ctx_t *ctx, kvx_failure_t *why)
+{
+    MPI_Comm node;
+    int local_rank = 0;
+    topo_t *topo = NULL;
+    kvx_topo_choice_t choice;
+    topo_applied_t applied;
+    kvx_status_t status;
+
+    status = KVX_MPI_CALL(
+        MPI_Comm_split_type(ctx->world, MPI_COMM_TYPE_SHARED, ctx->rank, MPI_INFO_NULL, &node));
+    if (status != KVX_OK) {
+        failure_set(why, status, KVX_STAGE_INIT, NULL, "cannot find the ranks of this node");
+        return status;
+    }
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_free(&node);
+    status = topo_create(&ctx->cfg, NULL, &topo, why);
+    if (status == KVX_OK) {
+        status = topo_choose(topo, NULL, local_rank, &choice, why);
+    }
+    if (status == KVX_OK) {
+        status = topo_apply(topo, &choice, &ctx->cfg, &applied, why);
+    }
+    if (topo != NULL) {
+        topo_destroy(topo);
+    }
+    return status;
+}
+
 /* The steps of creation; each ends with every rank agreeing on its outcome. */
 static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
 {
@@ -219,6 +253,10 @@ static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kv
     status = ctx_split_tp(ctx);
     if (status != KVX_OK) {
         failure_set(why, status, KVX_STAGE_INIT, NULL, "cannot split the TP communicators");
+        return status;
+    }
+    status = bootstrap_agree(ctx->world, ctx_topology(ctx, why), why);
+    if (status != KVX_OK) {
         return status;
     }
     status = kucx_ctx_init(&ctx->ucx, why);

@@ -57,7 +57,9 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
 
     memset(u, 0, sizeof(*u));
     u->efd = -1;
-    rc = ucp_config_read("KVX", NULL, &config);
+    /* No prefix: kvx's UCX context reads the user's UCX_* variables (and
+     * the UCX_NET_DEVICES the topology chose) like any UCX program. */
+    rc = ucp_config_read(NULL, NULL, &config);
     if (rc != UCS_OK) {
         return kucx_fail(why, "ucp_config_read", rc);
     }

@@ -33,6 +33,8 @@ typedef struct cfg_row {
 
 static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
 static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
+/* In cfg_bind_t order. */
+static const char *const cfg_bind_modes[] = { "none", "cpu", "cpu+mem", NULL };
 
 #define CFG_FIELD(field) offsetof(kvx_cfg_t, field)
 
@@ -74,6 +76,21 @@ static const cfg_row_t cfg_table[] = {
       "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
       "busy (never sleep; lowest latency, one core per rank).",
       CFG_FIELD(progress), cfg_progress_modes, 0, 0 },
+
+    /* ---- topology (src/topo) ---- */
+    { "KVX_TOPO_XML", CFG_STRING, "",
+      "hwloc XML topology to use instead of discovering this machine (lstopo --of xml).",
+      CFG_FIELD(topo_xml), NULL, 0, 0 },
+    { "KVX_NET_DEVICES", CFG_LIST, "",
+      "NICs every rank uses instead of the closest ones: dev:port for RDMA, names for TCP.",
+      CFG_FIELD(net_devices), NULL, 0, 0 },
+    { "KVX_GPU_NIC_MAP", CFG_STRING, "",
+      "NICs per GPU instead of the closest ones: busid=dev:port[,dev:port];busid=...",
+      CFG_FIELD(gpu_nic_map), NULL, 0, 0 },
+    { "KVX_BIND", CFG_ENUM, "cpu+mem",
+      "Binding of a rank with a GPU: to the GPU's local cores, and memory to its NUMA node.",
+      CFG_FIELD(bind), cfg_bind_modes, 0, 0 },
+    /* ---- end of topology ---- */
 };
 
 #define CFG_ROWS (sizeof(cfg_table) / sizeof(cfg_table[0]))

@@ -15,6 +15,9 @@ typedef struct cfg_list {
     char **items;
 } cfg_list_t;
 
+/* KVX_BIND: how a rank is bound near its GPU. */
+typedef enum cfg_bind { CFG_BIND_NONE = 0, CFG_BIND_CPU, CFG_BIND_CPU_MEM } cfg_bind_t;
+
 typedef struct kvx_cfg {
     int log_level;               /* KVX_LOG_LEVEL */
     char *log_file;              /* KVX_LOG_FILE */
@@ -28,6 +31,13 @@ typedef struct kvx_cfg {
     uint64_t max_inflight_bytes; /* KVX_MAX_INFLIGHT_BYTES */
     long long max_inflight_ops;  /* KVX_MAX_INFLIGHT_OPS */
     int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
+
+    /* ---- topology (src/topo) ---- */
+    char *topo_xml;         /* KVX_TOPO_XML */
+    cfg_list_t net_devices; /* KVX_NET_DEVICES */
+    char *gpu_nic_map;      /* KVX_GPU_NIC_MAP */
+    int bind;               /* KVX_BIND, a cfg_bind_t */
+    /* ---- end of topology ---- */
 } kvx_cfg_t;
 
 typedef enum cfg_type {
