@@ -234,6 +234,9 @@ typedef struct kvx_ctx_params {
     void *slab;
     size_t aux_slots;     /**< aux slots per rank (decode side) */
     size_t aux_item_size; /**< largest aux payload in bytes */
+    /** Fault-injection rules in the KVX_FAULT syntax (kvx_fault_syntax()),
+     *  applied with those of KVX_FAULT; NULL for none. */
+    const char *fault;
 } kvx_ctx_params_t;
 
 /** Sets every field of params to its default (no pages, HND, bf16, host). */
@@ -408,18 +411,35 @@ KVX_API kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t room_id, const char
 KVX_API kvx_status_t kvx_room_aux(kvx_ctx_t *ctx, uint64_t room_id, void *buf, size_t len,
                                   size_t *len_p);
 
+/**
+ * Whether a decode room's pages may still be written by a peer. After a room
+ * failed, pages a writer may still be putting into are DRAINING until every
+ * such writer confirmed that nothing is in flight; then RELEASED. When a
+ * writer does not confirm within KVX_DRAIN_TIMEOUT (dead, cut off) they are
+ * QUARANTINED: never reuse them.
+ */
+typedef enum kvx_pages_state {
+    KVX_PAGES_IN_USE = 0, /**< the room is in flight: peers write into them */
+    KVX_PAGES_DRAINING,   /**< failed; waiting for writers to confirm they stopped */
+    KVX_PAGES_RELEASED,   /**< nothing can write into them any more */
+    KVX_PAGES_QUARANTINED /**< a writer never confirmed: never reuse them */
+} kvx_pages_state_t;
+
 /** Counters of one room, for tests and tools. */
 typedef struct kvx_room_info {
     kvx_room_state_t state;
     kvx_role_t side; /**< prefill (sender) or decode (receiver) */
     int peer_instance;
-    size_t npages;         /**< pages announced (sender) or granted (receiver) */
-    size_t pages_sent;     /**< sender: pages handed over so far */
-    uint64_t puts;         /**< sender: puts posted */
-    uint64_t bytes;        /**< sender: bytes put */
-    unsigned writers;      /**< receiver: prefill ranks expected to write */
-    unsigned writers_done; /**< receiver: of those, how many completed */
-    unsigned targets;      /**< sender: decode ranks this rank writes to */
+    size_t npages;                 /**< pages announced (sender) or granted (receiver) */
+    size_t pages_sent;             /**< sender: pages handed over so far */
+    uint64_t puts;                 /**< sender: puts posted */
+    uint64_t bytes;                /**< sender: bytes put */
+    unsigned writers;              /**< receiver: prefill ranks expected to write */
+    unsigned writers_done;         /**< receiver: of those, how many completed */
+    unsigned targets;              /**< sender: decode ranks this rank writes to */
+    kvx_pages_state_t pages;       /**< receiver: may peers still write into its pages */
+    int agreed;                    /**< the instance agreed on the room's outcome */
+    kvx_room_state_t agreed_state; /**< when agreed: SUCCESS or FAILED */
 } kvx_room_info_t;
 
 /** @return KVX_OK, KVX_ERR_NO_ROOM or KVX_ERR_INVALID_HANDLE. */
@@ -428,9 +448,84 @@ KVX_API kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_in
 /**
  * Closes a room and forgets its id. A room that is not FAILED or SUCCESS is
  * aborted first (reason "closed by the application").
- * @return KVX_OK, KVX_ERR_NO_ROOM, KVX_ERR_INVALID_HANDLE.
+ *
+ * On the decode side closing hands the room's pages back to the caller:
+ * @return KVX_OK: the pages may be reused; KVX_ERR_BUSY: the room failed and a
+ *         writer has not yet confirmed it stopped -- the room stays open, call
+ *         again later (the drain is bounded by KVX_DRAIN_TIMEOUT);
+ *         KVX_ERR_QUARANTINED: the room is closed but a writer never
+ *         confirmed: never reuse its pages (they are logged); KVX_ERR_NO_ROOM,
+ *         KVX_ERR_INVALID_HANDLE.
  */
 KVX_API kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t room_id);
+
+/* ------------------------------------------------------------------------ */
+/* Agreement: every TP rank of an instance concludes each room the same way. */
+/* ------------------------------------------------------------------------ */
+
+/** One round of agreement, from kvx_agree_start() until kvx_agree_test() is KVX_OK. */
+typedef struct kvx_agree kvx_agree_t;
+
+/** The agreed view of one room after a round. */
+typedef struct kvx_agreed {
+    /** KVX_OK: state is agreed by every TP rank of this instance;
+     *  KVX_INPROGRESS: not every TP rank holds the room yet (state is this
+     *  rank's own); KVX_ERR_NO_ROOM: this rank holds no such room. */
+    kvx_status_t status;
+    /** The agreed state: the minimum over the instance's TP ranks (FAILED
+     *  when any rank failed the room, SUCCESS only when all succeeded). A
+     *  SUCCESS or FAILED agreed once is final. */
+    kvx_room_state_t state;
+} kvx_agreed_t;
+
+/**
+ * Starts a round of agreement. Collective over the instance's TP ranks: every
+ * TP rank starts rounds in the same order, but ranks may hold different rooms
+ * (in any order) and pass different lists. A round covers every room open on
+ * the rank. It costs one MPI_Iallreduce of the rooms' states; plus, only when
+ * some room failed, one reduction that chooses each failed room's root cause
+ * (earliest stage, then lowest origin rank) and hands it to every rank; plus,
+ * only when rooms were opened since the last round, one MPI_Iallgather that
+ * gives them a common place in the state vector. A room some TP rank does not
+ * hold is not agreed yet. An agreed FAILED also fails the room on ranks where
+ * it was still in flight (their peers are told).
+ *
+ * Never blocks: drive it with kvx_agree_test() from the scheduler loop. Calls
+ * MPI from the calling thread only.
+ *
+ * @param rooms  the room ids to report on (any subset, any order; NULL when
+ *               n is 0: the round still advances every room)
+ * @return KVX_OK; KVX_ERR_BUSY (a round is in progress); KVX_ERR_PEER_LOST (a
+ *         TP sibling is lost: no collective is entered, since it could never
+ *         complete, and the rooms were failed with that reason);
+ *         KVX_ERR_NO_MEMORY; KVX_ERR_INVALID_PARAM; KVX_ERR_INVALID_HANDLE.
+ */
+KVX_API kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size_t n,
+                                     kvx_agree_t **agree_p);
+
+/**
+ * Advances a round without blocking. On KVX_OK out[i] is the agreed view of
+ * rooms[i], and for a room agreed FAILED kvx_room_failure() returns the agreed
+ * root cause (the same on every TP rank, with count = the TP ranks that had
+ * failed it).
+ * @param out  n entries, written when the round is done
+ * @return KVX_OK (done), KVX_INPROGRESS, KVX_ERR_PEER_LOST (a TP sibling was
+ *         lost during the round: out holds this rank's own states),
+ *         KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
+ */
+KVX_API kvx_status_t kvx_agree_test(kvx_agree_t *agree, kvx_agreed_t *out);
+
+/** kvx_agree_test() until it is not KVX_INPROGRESS (blocks). */
+KVX_API kvx_status_t kvx_agree_wait(kvx_agree_t *agree, kvx_agreed_t *out);
+
+/** Frees a finished round. @return KVX_OK, or KVX_ERR_BUSY while it is in progress. */
+KVX_API kvx_status_t kvx_agree_free(kvx_agree_t *agree);
+
+/**
+ * The grammar of fault-injection rules (KVX_FAULT and kvx_ctx_params_t.fault)
+ * as a help text. Rules are separated by ';', fields by ','.
+ */
+KVX_API const char *kvx_fault_syntax(void);
 
 /* ------------------------------------------------------------------------ */
 /* Configuration: every KVX_* environment variable, one row each.             */

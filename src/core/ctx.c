@@ -96,6 +96,17 @@ static void ctx_warn_unknown(const char *name, const char *nearest, void *arg)
     kvx_warn("unknown variable %s in the environment is ignored (did you mean %s?)", name, nearest);
 }
 
+/* The rules of KVX_FAULT and of the parameters, joined. */
+static const char *ctx_fault_spec(kvx_ctx_t *ctx, const kvx_ctx_params_t *params)
+{
+    static __thread char joined[2048];
+    const char *env = ctx->cfg.fault != NULL ? ctx->cfg.fault : "";
+    const char *api = params->fault != NULL ? params->fault : "";
+
+    snprintf(joined, sizeof(joined), "%s%s%s", env, *env && *api ? ";" : "", api);
+    return joined;
+}
+
 /* Everything a rank can check alone, before any collective beyond dup. */
 static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *params,
                                     kvx_failure_t *why)
@@ -141,6 +152,13 @@ static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *para
                     params->aux_item_size);
         return KVX_ERR_INVALID_PARAM;
     }
+    status = fault_parse(ctx_fault_spec(ctx, params), &ctx->faults, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (ctx->faults != NULL) {
+        kvx_warn("fault injection is on: %s", ctx_fault_spec(ctx, params));
+    }
     ctx->kv = params->kv;
     ctx->num_pages = params->num_pages;
     ctx->aux_item_size = params->aux_item_size;
@@ -161,10 +179,16 @@ static kvx_status_t ctx_split_tp(kvx_ctx_t *ctx)
 
 static void ctx_free(kvx_ctx_t *ctx)
 {
+    int broken = ctx->tp_broken;
+
+    agree_cleanup(ctx);
+    fault_free(ctx->faults);
     if (ctx->tp_comm_user != MPI_COMM_NULL) {
         MPI_Comm_free(&ctx->tp_comm_user);
     }
-    if (ctx->tp_comm != MPI_COMM_NULL) {
+    /* A communicator with a dead rank may have collectives that never
+     * complete: it is left to MPI_Finalize. */
+    if (ctx->tp_comm != MPI_COMM_NULL && !broken) {
         MPI_Comm_free(&ctx->tp_comm);
     }
     if (ctx->world != MPI_COMM_NULL) {
@@ -251,6 +275,9 @@ static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kv
         return status;
     }
     status = ctx_split_tp(ctx);
+    if (status == KVX_OK) {
+        status = agree_init(ctx);
+    }
     if (status != KVX_OK) {
         failure_set(why, status, KVX_STAGE_INIT, NULL, "cannot split the TP communicators");
         return status;

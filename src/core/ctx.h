@@ -69,7 +69,10 @@ typedef struct target {
     plan_iter_t iter;
     int iter_live;
     int in_batch, aux_posted, flushing, done_sent;
-    void *aux_row; /* header + payload put into the decode's aux slot */
+    int received;        /* the decode rank reported the room SUCCESS */
+    int drained_sent;    /* DRAINED told the decode nothing is in flight */
+    uint64_t hold_until; /* injected delay: post nothing before (ns) */
+    void *aux_row;       /* header + payload put into the decode's aux slot */
     uint64_t puts, bytes;
     struct target *pump_next;
     int pumping; /* queued on peer->pump_* */
@@ -80,6 +83,7 @@ typedef struct source {
     peer_t *peer;
     plan_pair_t pair;
     int accepted, done;
+    int drained; /* it confirmed nothing of the room is in flight */
 } source_t;
 
 /* A message that arrived before its room was opened, replayed at open. */
@@ -113,9 +117,18 @@ typedef struct room {
     size_t aux_len;
     target_t *targets;
     unsigned ntargets, ngranted, ndone_sent;
+    unsigned nreceived;
     uint64_t puts, bytes;
     int started;
     early_t *early;
+    /* page safety (decode) */
+    kvx_pages_state_t pages_state;
+    /* agreement */
+    int slot;   /* place in the agreement vector, -1 for none */
+    int agreed; /* the instance agreed a final outcome */
+    kvx_room_state_t agreed_state;
+    /* fault injection */
+    unsigned fault_seen; /* stages already evaluated for this room (bits) */
 } room_t;
 
 /* This rank's pool: buffers, registration, aux. */
@@ -139,7 +152,11 @@ typedef struct outmsg {
     peer_t *peer;
     void *buf;
     size_t len;
+    uint64_t not_before; /* injected delay (ns), 0 for none */
 } outmsg_t;
+
+struct agree_table;
+struct fault_set;
 
 struct kvx_ctx {
     uint64_t magic;
@@ -169,6 +186,9 @@ struct kvx_ctx {
     int progress_running, stopping;
     uint64_t next_nonce;
     int api_waiting; /* API threads waiting for the lock (atomic) */
+    int tp_broken;   /* a TP sibling is lost: no collective on tp_comm any more */
+    struct agree_table *agree;
+    struct fault_set *faults; /* NULL when no rule is set */
 };
 
 #define KVX_CTX_MAGIC 0x6b76782d63747821ull
@@ -194,7 +214,9 @@ kvx_status_t bootstrap_agree(MPI_Comm comm, kvx_status_t status, kvx_failure_t *
 /* ---- peer.c ---- */
 /* Queues a control message to a peer (sent by the progress thread). */
 void peer_send(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len);
-/* Sends queued messages (progress thread, lock held). */
+/* Same, not before a time (an injected delay). */
+void peer_send_at(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len, uint64_t not_before);
+/* Sends queued messages that are due (progress thread, lock held). */
 void peer_flush_outbox(kvx_ctx_t *ctx);
 /* Keepalive and loss detection (progress thread, lock held). */
 void peer_tick(kvx_ctx_t *ctx, uint64_t now);
@@ -214,6 +236,8 @@ int room_terminal(const room_t *room);
  * and tells the other side of the room. */
 void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify);
 void room_unref(kvx_ctx_t *ctx, room_t *room);
+/* Frees a closed room once nothing references it any more. */
+void room_release(kvx_ctx_t *ctx, room_t *room);
 void room_tick(kvx_ctx_t *ctx, uint64_t now);
 void room_free(kvx_ctx_t *ctx, room_t *room);
 
@@ -222,6 +246,12 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total);
 kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
                           const void *aux, size_t aux_len, kvx_failure_t *why);
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
+/* The room failed: stop posting, and once nothing is in flight to a decode
+ * rank tell it DRAINED (so it may reuse the pages). */
+void sender_drain(kvx_ctx_t *ctx, room_t *room);
+/* Resumes targets held by an injected delay (progress tick). */
+void sender_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
 /* Posts what flow control allows for every target queued on peer. */
 void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
 
@@ -229,6 +259,10 @@ void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
 kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
                            int64_t aux_slot);
 void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+/* The room failed: its pages drain (or are released at once). */
+void receiver_on_fail(kvx_ctx_t *ctx, room_t *room);
+/* Drain deadline (progress tick). */
+void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
 
 /* ---- protocol.c ---- */
 /* The active-message handler: decodes, checks and dispatches a message. */
@@ -236,6 +270,44 @@ ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length,
                             size_t length, const ucp_am_recv_param_t *param);
 /* Handles one decoded message (also used to replay early messages). */
 void protocol_dispatch(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf, size_t len);
+
+/* ---- agree.c ---- */
+kvx_status_t agree_init(kvx_ctx_t *ctx);
+void agree_cleanup(kvx_ctx_t *ctx);
+/* A room is being freed: forget its slot. */
+void agree_forget(kvx_ctx_t *ctx, room_t *room);
+/* A round is in progress: closed rooms are kept until it ends. */
+int agree_in_round(const kvx_ctx_t *ctx);
+
+/* ---- fault.c ---- */
+typedef enum fault_effect {
+    FAULT_NONE = 0,
+    FAULT_FAIL,
+    FAULT_DELAY,
+    FAULT_DROP,
+    FAULT_KILL
+} fault_effect_t;
+
+typedef struct fault_action {
+    fault_effect_t effect;
+    kvx_failure_t failure; /* FAULT_FAIL: the injected failure, tagged injected */
+    uint64_t delay_ns;     /* FAULT_DELAY */
+} fault_action_t;
+
+kvx_status_t fault_parse(const char *spec, struct fault_set **set_p, kvx_failure_t *why);
+void fault_free(struct fault_set *set);
+/* Evaluates the rules at a stage of a room (once per room and stage).
+ * FAULT_KILL does not return. */
+fault_effect_t fault_eval(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room, fault_action_t *act);
+/* The cheap test every hook makes first. */
+static inline fault_effect_t fault_at(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room,
+                                      fault_action_t *act)
+{
+    if (__builtin_expect(ctx->faults == NULL, 1)) {
+        return FAULT_NONE;
+    }
+    return fault_eval(ctx, stage, room, act);
+}
 
 /* ---- progress.c ---- */
 kvx_status_t progress_start(kvx_ctx_t *ctx);

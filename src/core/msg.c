@@ -13,7 +13,7 @@
 const char *msg_type_name(unsigned type)
 {
     static const char *const names[] = { "?",    "PREALLOC", "ACCEPT", "START", "DONE",
-                                         "FAIL", "DRAINED",  "PING",   "BYE" };
+                                         "FAIL", "DRAINED",  "PING",   "BYE",   "RECEIVED" };
 
     return type < MSG_TYPE_MAX ? names[type] : "?";
 }

@@ -27,6 +27,7 @@ typedef enum msg_type {
     MSG_DRAINED,      /* prefill -> decode: nothing of this room is in flight any more */
     MSG_PING,         /* keepalive */
     MSG_BYE,          /* the sender is shutting down and will not write again */
+    MSG_RECEIVED,     /* decode -> prefill: the room is SUCCESS on this decode rank */
     MSG_TYPE_MAX
 } msg_type_t;
 

@@ -30,7 +30,7 @@ int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer)
            peer->inflight_ops < (unsigned)ctx->cfg.max_inflight_ops;
 }
 
-void peer_send(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len)
+void peer_send_at(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len, uint64_t not_before)
 {
     outmsg_t *m = malloc(sizeof(*m));
 
@@ -44,6 +44,7 @@ void peer_send(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len)
     m->peer = peer;
     m->buf = buf;
     m->len = len;
+    m->not_before = not_before;
     if (ctx->out_tail != NULL) {
         ctx->out_tail->next = m;
     } else {
@@ -52,41 +53,56 @@ void peer_send(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len)
     ctx->out_tail = m;
 }
 
+void peer_send(kvx_ctx_t *ctx, peer_t *peer, void *buf, size_t len)
+{
+    peer_send_at(ctx, peer, buf, len, 0);
+}
+
 static void peer_sent_cb(void *request, ucs_status_t status, void *user)
 {
     free(user);
     kucx_request_free(request);
 }
 
+static void peer_send_now(outmsg_t *m, uint64_t now)
+{
+    ucs_status_t ucs;
+    kvx_status_t status;
+
+    if (m->peer->lost) {
+        free(m->buf);
+        return;
+    }
+    status = kucx_am_send(m->peer->ep, MSG_AM_ID, m->buf, m->len, peer_sent_cb, m->buf, &ucs);
+    if (status == KVX_OK) {
+        free(m->buf);
+    } else if (status != KVX_INPROGRESS) {
+        kvx_warn("sending %s to %s failed: %s", msg_type_name(((msg_hdr_t *)m->buf)->type),
+                 m->peer->name, ucs_status_string(ucs));
+        free(m->buf);
+    }
+    m->peer->last_sent = now;
+}
+
 void peer_flush_outbox(kvx_ctx_t *ctx)
 {
     uint64_t now = kvx_now_ns();
+    outmsg_t **link = &ctx->out_head, *last = NULL;
 
-    while (ctx->out_head != NULL) {
-        outmsg_t *m = ctx->out_head;
-        ucs_status_t ucs;
-        kvx_status_t status;
+    /* Messages held by an injected delay stay queued until they are due. */
+    while (*link != NULL) {
+        outmsg_t *m = *link;
 
-        ctx->out_head = m->next;
-        if (ctx->out_head == NULL) {
-            ctx->out_tail = NULL;
-        }
-        if (m->peer->lost) {
-            free(m->buf);
-            free(m);
+        if (m->not_before > now) {
+            last = m;
+            link = &m->next;
             continue;
         }
-        status = kucx_am_send(m->peer->ep, MSG_AM_ID, m->buf, m->len, peer_sent_cb, m->buf, &ucs);
-        if (status == KVX_OK) {
-            free(m->buf);
-        } else if (status != KVX_INPROGRESS) {
-            kvx_warn("sending %s to %s failed: %s", msg_type_name(((msg_hdr_t *)m->buf)->type),
-                     m->peer->name, ucs_status_string(ucs));
-            free(m->buf);
-        }
-        m->peer->last_sent = now;
+        *link = m->next;
+        peer_send_now(m, now);
         free(m);
     }
+    ctx->out_tail = last;
 }
 
 /* Fails every room that involves a lost peer. */
@@ -107,7 +123,7 @@ static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
             involved |= room->sources[s].peer == peer;
         }
         /* A lost TP sibling means this instance can no longer finish any room. */
-        involved |= peer->role == ctx->role;
+        involved |= peer->role == ctx->role && room->user_open;
         if (!involved) {
             continue;
         }
@@ -130,6 +146,8 @@ void peer_tick(kvx_ctx_t *ctx, uint64_t now)
 
             snprintf(how, sizeof(how), "silent for %.1f s", kvx_ns_to_s(now - peer->last_heard));
             peer->lost = 1;
+            /* A collective on the TP communicator would never complete now. */
+            ctx->tp_broken |= peer->role == ctx->role;
             kvx_warn("peer %s lost: %s", peer->name, how);
             peer_fail_rooms(ctx, peer, how);
             continue;

@@ -43,6 +43,18 @@ static void protocol_keep_early(kvx_ctx_t *ctx, const msg_t *m, const void *buf,
     }
 }
 
+/* A decode room failed before this prefill rank opened it: nothing was or
+ * will be written into its pages (the kept FAIL fails the room at open). */
+static void protocol_nothing_in_flight(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m)
+{
+    size_t len;
+    void *drained = msg_new(MSG_DRAINED, ctx->rank, m->hdr.room, m->hdr.nonce, &len);
+
+    if (drained != NULL) {
+        peer_send(ctx, peer, drained, len);
+    }
+}
+
 static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf,
                               size_t len)
 {
@@ -52,6 +64,9 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
         if (ctx->role == KVX_ROLE_PREFILL &&
             (m->hdr.type == MSG_PREALLOC || m->hdr.type == MSG_FAIL)) {
             protocol_keep_early(ctx, m, buf, len);
+            if (m->hdr.type == MSG_FAIL) {
+                protocol_nothing_in_flight(ctx, peer, m);
+            }
         } else {
             kvx_rdebug(m->hdr.room, "dropping %s from %s: no such room open",
                        msg_type_name(m->hdr.type), peer->name);
@@ -74,6 +89,8 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
         room_fail(ctx, room, &m->u.failure, 1);
     } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_PREALLOC) {
         sender_on_prealloc(ctx, room, peer, m);
+    } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_RECEIVED) {
+        sender_on_received(ctx, room, peer);
     } else if (room->side == KVX_ROLE_DECODE) {
         receiver_on_msg(ctx, room, peer, m);
     } else {

@@ -8,9 +8,44 @@
 #include "ctx.h"
 #include "util/failure.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Sends the grant (PREALLOC) to every prefill rank of the room. */
+static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+    uint64_t at = 0;
+
+    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return KVX_OK;
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: the grants are not sent");
+        return KVX_OK;
+    case FAULT_DELAY:
+        at = kvx_now_ns() + act.delay_ns;
+        break;
+    default:
+        break;
+    }
+    for (unsigned i = 0; i < room->nsources; i++) {
+        source_t *s = &room->sources[i];
+        size_t len;
+        void *m = msg_new_prealloc(ctx->rank, room->id, room->nonce,
+                                   s->pair.aux_writer ? room->aux_slot : -1, s->pair.writes,
+                                   room->pages, room->npages, &len);
+
+        if (m == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        peer_send_at(ctx, s->peer, m, len, at);
+    }
+    return KVX_OK;
+}
 
 kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
                            int64_t aux_slot)
@@ -31,8 +66,6 @@ kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, 
     room->nonce = ((uint64_t)(uint32_t)ctx->rank << 32) | (uint32_t)++ctx->next_nonce;
     for (int p = 0; p < pkvl->tp; p++) {
         source_t *s = &room->sources[n];
-        size_t len;
-        void *m;
 
         plan_pair(pkvl, p, &ctx->my, ctx->tp_rank, &s->pair);
         if (!s->pair.talks) {
@@ -42,15 +75,9 @@ kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, 
             peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_PREFILL, room->peer_instance, p));
         room->nwriters += s->pair.writes;
         n++;
-        m = msg_new_prealloc(ctx->rank, room->id, room->nonce, s->pair.aux_writer ? aux_slot : -1,
-                             s->pair.writes, pages, npages, &len);
-        if (m == NULL) {
-            return KVX_ERR_NO_MEMORY;
-        }
-        peer_send(ctx, s->peer, m, len);
     }
     room->nsources = n;
-    return KVX_OK;
+    return receiver_grant(ctx, room);
 }
 
 /* The aux row must carry this room (id and incarnation) and fit its slot. */
@@ -71,10 +98,88 @@ static int receiver_check_aux(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
     return 1;
 }
 
+/* SUCCESS on this decode rank: every writer's puts landed and the aux row
+ * is this room's. The prefill ranks are told (RECEIVED): they conclude
+ * SUCCESS only then, so the two instances cannot conclude differently. */
+static void receiver_succeed(kvx_ctx_t *ctx, room_t *room)
+{
+    room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+    room->pages_state = KVX_PAGES_RELEASED;
+    for (unsigned i = 0; i < room->nsources; i++) {
+        size_t len;
+        void *m = msg_new(MSG_RECEIVED, ctx->rank, room->id, room->nonce, &len);
+
+        if (m != NULL) {
+            peer_send(ctx, room->sources[i].peer, m, len);
+        }
+    }
+}
+
+static void receiver_all_done(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+    kvx_failure_t f;
+
+    switch (fault_at(ctx, KVX_STAGE_COMPLETION, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return;
+    default:
+        break;
+    }
+    if (receiver_check_aux(ctx, room, &f)) {
+        receiver_succeed(ctx, room);
+    } else {
+        room_fail(ctx, room, &f, 1);
+    }
+}
+
+/* Pages are safe once every writer that did not complete confirmed it has
+ * nothing in flight. */
+static void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING) {
+        return;
+    }
+    for (unsigned i = 0; i < room->nsources; i++) {
+        const source_t *s = &room->sources[i];
+
+        if (s->pair.writes && !s->done && !s->drained) {
+            return;
+        }
+    }
+    room->pages_state = KVX_PAGES_RELEASED;
+    kvx_rdebug(room->id, "pages released: every writer confirmed it stopped");
+}
+
+void receiver_on_fail(kvx_ctx_t *ctx, room_t *room)
+{
+    room->pages_state = KVX_PAGES_DRAINING;
+    receiver_update_pages(ctx, room);
+}
+
+void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
+{
+    char pages[256];
+    size_t o = 0;
+
+    if (room->pages_state != KVX_PAGES_DRAINING || now - room->entered <= ctx->cfg.drain_timeout) {
+        return;
+    }
+    room->pages_state = KVX_PAGES_QUARANTINED;
+    for (size_t i = 0; i < room->npages && o < sizeof(pages) - 16; i++) {
+        o += (size_t)snprintf(pages + o, sizeof(pages) - o, "%s%u", i ? "," : "", room->pages[i]);
+    }
+    kvx_rerror(room->id,
+               "%zu pages quarantined: a writer did not confirm within %.1f s that nothing is in "
+               "flight; never reuse pages %s%s",
+               room->npages, kvx_ns_to_s(ctx->cfg.drain_timeout), pages,
+               o >= sizeof(pages) - 16 ? ",..." : "");
+}
+
 void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
 {
     source_t *s = NULL;
-    kvx_failure_t f;
 
     for (unsigned i = 0; i < room->nsources && s == NULL; i++) {
         s = room->sources[i].peer == peer ? &room->sources[i] : NULL;
@@ -83,6 +188,11 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
         kvx_rwarn(room->id, "ignoring %s from %s, which is not a source of this room",
                   msg_type_name(m->hdr.type), peer->name);
         ctx->bad_msgs++;
+        return;
+    }
+    if (m->hdr.type == MSG_DRAINED) {
+        s->drained = 1;
+        receiver_update_pages(ctx, room);
         return;
     }
     if (room_terminal(room)) {
@@ -108,11 +218,7 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
         }
         s->done = 1;
         if (++room->ndone == room->nwriters) {
-            if (receiver_check_aux(ctx, room, &f)) {
-                room_set_state(ctx, room, KVX_ROOM_SUCCESS);
-            } else {
-                room_fail(ctx, room, &f, 1);
-            }
+            receiver_all_done(ctx, room);
         }
         break;
     default:

@@ -37,6 +37,7 @@ kvx_status_t room_new(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int peer_ins
     room->state = KVX_ROOM_BOOTSTRAPPING;
     room->opened = room->entered = kvx_now_ns();
     room->aux_slot = -1;
+    room->slot = -1;
     *room_p = room;
     return KVX_OK;
 }
@@ -68,24 +69,39 @@ void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state)
     room->entered = kvx_now_ns();
 }
 
+static void room_send_fail(kvx_ctx_t *ctx, room_t *room, peer_t *peer, uint64_t nonce,
+                           uint64_t not_before)
+{
+    size_t len;
+    void *m = msg_new_fail(ctx->rank, room->id, nonce, &room->failure, &len);
+
+    if (m != NULL) {
+        peer_send_at(ctx, peer, m, len, not_before);
+    }
+}
+
 /* Tells every peer on the other side of the room why it failed. */
 static void room_notify(kvx_ctx_t *ctx, room_t *room)
 {
-    for (unsigned t = 0; t < room->ntargets; t++) {
-        size_t len;
-        void *m = msg_new_fail(ctx->rank, room->id, room->targets[t].nonce, &room->failure, &len);
+    fault_action_t act;
+    uint64_t at = 0;
 
-        if (m != NULL) {
-            peer_send(ctx, room->targets[t].peer, m, len);
-        }
+    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room, &act)) {
+    case FAULT_DROP:
+    case FAULT_FAIL:
+        kvx_rwarn(room->id, "injected: the failure notice to the other side is not sent");
+        return;
+    case FAULT_DELAY:
+        at = kvx_now_ns() + act.delay_ns;
+        break;
+    default:
+        break;
+    }
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        room_send_fail(ctx, room, room->targets[t].peer, room->targets[t].nonce, at);
     }
     for (unsigned s = 0; s < room->nsources; s++) {
-        size_t len;
-        void *m = msg_new_fail(ctx->rank, room->id, room->nonce, &room->failure, &len);
-
-        if (m != NULL) {
-            peer_send(ctx, room->sources[s].peer, m, len);
-        }
+        room_send_fail(ctx, room, room->sources[s].peer, room->nonce, at);
     }
 }
 
@@ -131,10 +147,16 @@ void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify)
             room_notify_early(ctx, room);
         }
     }
+    if (room->side == KVX_ROLE_PREFILL) {
+        sender_drain(ctx, room);
+    } else if (room->user_open) {
+        receiver_on_fail(ctx, room);
+    }
 }
 
 void room_free(kvx_ctx_t *ctx, room_t *room)
 {
+    agree_forget(ctx, room);
     /* A closed room may have been moved aside for a new room with its id. */
     if (hmap_get(&ctx->rooms, room->id) == room) {
         hmap_remove(&ctx->rooms, room->id);
@@ -159,11 +181,20 @@ void room_free(kvx_ctx_t *ctx, room_t *room)
     free(room);
 }
 
-void room_unref(kvx_ctx_t *ctx, room_t *room)
+void room_release(kvx_ctx_t *ctx, room_t *room)
 {
-    if (--room->refs == 0 && room->closed) {
+    /* A closed room lives on while UCX operations reference it and while it
+     * holds a place in the agreement vector (the other TP ranks may still
+     * hold the room: its final state is still contributed). */
+    if (room->closed && room->refs == 0 && room->slot < 0 && !agree_in_round(ctx)) {
         room_free(ctx, room);
     }
+}
+
+void room_unref(kvx_ctx_t *ctx, room_t *room)
+{
+    room->refs--;
+    room_release(ctx, room);
 }
 
 /* The deadline of the room's current state, 0 for none. */
@@ -220,14 +251,23 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
         if (!room->user_open && room_terminal(room) && now - room->entered > timeout) {
             /* A shadow of early messages for a room nobody opened: forget it. */
             room->closed = 1;
-            if (room->refs == 0) {
+            if (room->refs == 0 && room->slot < 0 && !agree_in_round(ctx)) {
                 room_free(ctx, room);
                 i--; /* backward-shift deletion moved an entry into slot i */
             }
             continue;
         }
-        if (timeout != 0 && !room_terminal(room) && now - room->entered > timeout) {
+        /* A prefill room whose pages were all delivered waits for the decode's
+         * receipt without a deadline: the decode's own deadline covers it. */
+        if (timeout != 0 && !room_terminal(room) && now - room->entered > timeout &&
+            !(room->side == KVX_ROLE_PREFILL && room->ntargets > 0 &&
+              room->ndone_sent == room->ntargets)) {
             room_expire(ctx, room, now);
+        }
+        if (room->side == KVX_ROLE_PREFILL) {
+            sender_tick(ctx, room, now);
+        } else {
+            receiver_tick(ctx, room, now);
         }
     }
 }

@@ -283,7 +283,8 @@ kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t id, kvx_failure_t *failur
     if (status != KVX_OK) {
         return status;
     }
-    if (room->state != KVX_ROOM_FAILED) {
+    if (room->state != KVX_ROOM_FAILED &&
+        !(room->agreed && room->agreed_state == KVX_ROOM_FAILED)) {
         status = KVX_ERR_STATE;
     } else if (failure_p == NULL) {
         status = KVX_ERR_INVALID_PARAM;
@@ -369,6 +370,9 @@ kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t id, kvx_room_info_t *info)
     info->writers = room->nwriters;
     info->writers_done = room->ndone;
     info->targets = room->ntargets;
+    info->pages = room->pages_state;
+    info->agreed = room->agreed;
+    info->agreed_state = room->agreed ? room->agreed_state : room->state;
     ctx_leave(ctx);
     return KVX_OK;
 }
@@ -387,11 +391,18 @@ kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
                          "closed by the application while %s", kvx_room_state_name(room->state));
         room_fail(ctx, room, &f, 1);
     }
-    room->closed = 1;
-    if (room->refs == 0) {
-        room_free(ctx, room);
+    if (room->side == KVX_ROLE_DECODE && room->pages_state == KVX_PAGES_DRAINING) {
+        /* A writer may still put into the pages: the caller keeps them. */
+        ctx_leave(ctx);
+        progress_wake(ctx);
+        return KVX_ERR_BUSY;
     }
+    if (room->side == KVX_ROLE_DECODE && room->pages_state == KVX_PAGES_QUARANTINED) {
+        status = KVX_ERR_QUARANTINED;
+    }
+    room->closed = 1;
+    room_release(ctx, room);
     ctx_leave(ctx);
     progress_wake(ctx);
-    return KVX_OK;
+    return status;
 }

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void sender_pump(kvx_ctx_t *ctx, target_t *t);
+
 kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
 {
     const kvl_t *dkvl = &ctx->kvls[KVX_ROLE_DECODE][room->peer_instance];
@@ -86,17 +88,47 @@ static void sender_maybe_start(kvx_ctx_t *ctx, room_t *room)
     }
 }
 
-/* Every target told: this rank's part of the room is complete. */
+/* SUCCESS on the prefill means every decode rank it talks to reported the
+ * room SUCCESS (RECEIVED): then the decode instance cannot agree otherwise. */
 static void sender_maybe_succeed(kvx_ctx_t *ctx, room_t *room)
 {
     if (!room_terminal(room) && room->started && room->nsrc == room->npages_total &&
-        room->ndone_sent == room->ntargets) {
+        room->ndone_sent == room->ntargets && room->nreceived == room->ntargets) {
         room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+    }
+}
+
+/* Tells the decode rank its pages are safe: nothing of the room is in flight. */
+static void sender_send_drained(kvx_ctx_t *ctx, target_t *t)
+{
+    if (!t->drained_sent) {
+        t->drained_sent = 1;
+        sender_send(ctx, t, MSG_DRAINED);
     }
 }
 
 static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
 {
+    fault_action_t act;
+    uint64_t at = 0;
+
+    if (t->pair.writes) {
+        switch (fault_at(ctx, KVX_STAGE_COMPLETION, t->room, &act)) {
+        case FAULT_FAIL:
+            room_fail(ctx, t->room, &act.failure, 1);
+            return;
+        case FAULT_DROP:
+            kvx_rwarn(t->room->id, "injected: DONE to %s is not sent", t->peer->name);
+            t->done_sent = 1;
+            t->room->ndone_sent++;
+            return;
+        case FAULT_DELAY:
+            at = kvx_now_ns() + act.delay_ns;
+            break;
+        default:
+            break;
+        }
+    }
     t->done_sent = 1;
     t->room->ndone_sent++;
     if (t->pair.writes) {
@@ -104,10 +136,26 @@ static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
         void *m = msg_new_done(ctx->rank, t->room->id, t->nonce, t->bytes, t->puts, &len);
 
         if (m != NULL) {
-            peer_send(ctx, t->peer, m, len);
+            peer_send_at(ctx, t->peer, m, len, at);
         }
     }
     sender_maybe_succeed(ctx, t->room);
+}
+
+void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        if (t->peer == peer && !t->received) {
+            t->received = 1;
+            room->nreceived++;
+            sender_maybe_succeed(ctx, room);
+            return;
+        }
+    }
+    kvx_rwarn(room->id, "ignoring an unexpected RECEIVED from %s", peer->name);
+    ctx->bad_msgs++;
 }
 
 static void sender_put_cb(void *request, ucs_status_t status, void *user)
@@ -124,18 +172,28 @@ static void sender_put_cb(void *request, ucs_status_t status, void *user)
     room_unref(ctx, t->room);
 }
 
+/* Every put to t is remotely complete: the transfer is done, or, when the
+ * room failed meanwhile, the decode's pages are safe from this rank. A flush
+ * that failed confirms nothing: the decode then quarantines the pages. */
+static void sender_flushed(kvx_ctx_t *ctx, target_t *t, ucs_status_t status)
+{
+    t->flushing = 0;
+    if (status != UCS_OK) {
+        sender_fail(ctx, t, kucx_status(status), KVX_STAGE_COMPLETION, status, "flush of puts to");
+    } else if (room_terminal(t->room)) {
+        sender_send_drained(ctx, t);
+    } else {
+        sender_target_done(ctx, t);
+    }
+}
+
 static void sender_flush_cb(void *request, ucs_status_t status, void *user)
 {
     target_t *t = user;
     kvx_ctx_t *ctx = t->peer->ctx;
 
     kucx_request_free(request);
-    t->flushing = 0;
-    if (status != UCS_OK) {
-        sender_fail(ctx, t, kucx_status(status), KVX_STAGE_COMPLETION, status, "flush of puts to");
-    } else if (!room_terminal(t->room)) {
-        sender_target_done(ctx, t);
-    }
+    sender_flushed(ctx, t, status);
     room_unref(ctx, t->room);
 }
 
@@ -222,11 +280,27 @@ static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
     room_t *room = t->room;
     size_t len = sizeof(msg_aux_header_t) + room->aux_len;
     msg_aux_header_t h = { room->id, (uint32_t)room->aux_len, (uint32_t)t->nonce };
+    fault_action_t act;
 
-    t->aux_posted = 1;
     if (!t->pair.aux_writer || t->aux_slot < 0) {
+        t->aux_posted = 1;
         return 1;
     }
+    switch (fault_at(ctx, KVX_STAGE_AUX, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return 0;
+    case FAULT_DELAY:
+        t->hold_until = kvx_now_ns() + act.delay_ns;
+        return 0; /* sender_tick() pumps again when it is due */
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: the aux row to %s is not put", t->peer->name);
+        t->aux_posted = 1;
+        return 1;
+    default:
+        break;
+    }
+    t->aux_posted = 1;
     t->aux_row = malloc(len);
     if (t->aux_row == NULL) {
         kvx_failure_t f;
@@ -256,11 +330,36 @@ static void sender_flush(kvx_ctx_t *ctx, target_t *t)
         t->room->refs++;
         return;
     }
-    t->flushing = 0;
-    if (status != KVX_OK) {
-        sender_fail(ctx, t, status, KVX_STAGE_COMPLETION, ucs, "flush of puts to");
-    } else {
-        sender_target_done(ctx, t);
+    sender_flushed(ctx, t, status == KVX_OK ? UCS_OK : ucs);
+}
+
+void sender_drain(kvx_ctx_t *ctx, room_t *room)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        /* A writer that said DONE has nothing in flight; a flush already
+         * posted says DRAINED when it completes. */
+        if (!t->pair.writes || !t->granted || t->done_sent || t->drained_sent || t->flushing) {
+            continue;
+        }
+        if (t->puts == 0) {
+            sender_send_drained(ctx, t);
+        } else {
+            sender_flush(ctx, t);
+        }
+    }
+}
+
+void sender_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        if (t->hold_until != 0 && t->hold_until <= now) {
+            t->hold_until = 0;
+            sender_pump(ctx, t);
+        }
     }
 }
 
@@ -287,7 +386,7 @@ static void sender_pump(kvx_ctx_t *ctx, target_t *t)
     const pool_t *pool = &ctx->pool;
     size_t so, doff, len;
 
-    if (room_terminal(room) || !t->granted || t->done_sent || t->flushing) {
+    if (room_terminal(room) || !t->granted || t->done_sent || t->flushing || t->hold_until) {
         return;
     }
     while (t->pair.writes) {
@@ -329,6 +428,26 @@ void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer)
         t->pumping = 0;
         room_unref(ctx, t->room); /* the queue's reference */
         sender_pump(ctx, t);
+    }
+}
+
+/* Fault injection at the post stage: the chunk is accepted, then the room
+ * fails (or its puts wait) as a transport failure would make it. */
+static void sender_post_fault(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+
+    switch (fault_at(ctx, KVX_STAGE_POST, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        break;
+    case FAULT_DELAY:
+        for (unsigned i = 0; i < room->ntargets; i++) {
+            room->targets[i].hold_until = kvx_now_ns() + act.delay_ns;
+        }
+        break;
+    default:
+        break;
     }
 }
 
@@ -381,6 +500,7 @@ kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, s
     }
     memcpy(room->src + room->nsrc, pages, n * sizeof(uint32_t));
     room->nsrc += n;
+    sender_post_fault(ctx, room);
     sender_maybe_start(ctx, room);
     sender_pump_all(ctx, room);
     return KVX_OK;
@@ -425,6 +545,30 @@ static int sender_check_grant(kvx_ctx_t *ctx, target_t *t, const msg_t *m, const
     return 1;
 }
 
+/* Fault injection when a grant arrives; returns 1 when it is not to be used. */
+static int sender_prealloc_fault(kvx_ctx_t *ctx, room_t *room, target_t *t)
+{
+    fault_action_t act;
+
+    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room, &act)) {
+    case FAULT_FAIL:
+        t->granted = 1;
+        room->ngranted++;
+        room_fail(ctx, room, &act.failure, 1);
+        return 1;
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: the grant of %s is ignored", t->peer->name);
+        return 1;
+    case FAULT_DELAY:
+        for (unsigned i = 0; i < room->ntargets; i++) {
+            room->targets[i].hold_until = kvx_now_ns() + act.delay_ns;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
 {
     target_t *t = NULL;
@@ -440,6 +584,25 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         return;
     }
     t->nonce = m->hdr.nonce;
+    if (room_terminal(room)) {
+        /* The room failed before the grant came: the FAIL sent then could
+         * not name this decode room's incarnation; say it again, and that
+         * nothing was or will be written. */
+        size_t len;
+        void *fail = msg_new_fail(ctx->rank, room->id, t->nonce, &room->failure, &len);
+
+        t->granted = 1;
+        if (fail != NULL) {
+            peer_send(ctx, peer, fail, len);
+        }
+        if (t->pair.writes) {
+            sender_send_drained(ctx, t);
+        }
+        return;
+    }
+    if (sender_prealloc_fault(ctx, room, t)) {
+        return;
+    }
     t->dst = malloc((size_t)m->u.prealloc.npages * sizeof(uint32_t));
     if (t->dst == NULL) {
         failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_PREALLOC, NULL,

@@ -66,6 +66,15 @@ static const cfg_row_t cfg_table[] = {
     { "KVX_SHUTDOWN_TIMEOUT", CFG_TIME, "60s",
       "How long context destroy waits for live peers to say goodbye.", CFG_FIELD(shutdown_timeout),
       NULL, 0, 0 },
+    { "KVX_DRAIN_TIMEOUT", CFG_TIME, "5s",
+      "How long a failed room's pages wait for every writer to confirm it stopped before they "
+      "are quarantined (never reused).",
+      CFG_FIELD(drain_timeout), NULL, 0, 0 },
+    { "KVX_FAULT", CFG_STRING, "",
+      "Fault injection rules, ';'-separated, e.g. "
+      "stage=post,role=prefill,tp=1,every=20,effect=fail "
+      "(see kvx-info -f).",
+      CFG_FIELD(fault), NULL, 0, 0 },
     { "KVX_MAX_INFLIGHT_BYTES", CFG_SIZE, "64M",
       "Bytes of puts in flight to one peer before further puts wait.",
       CFG_FIELD(max_inflight_bytes), NULL, 0, 0 },

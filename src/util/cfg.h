@@ -28,6 +28,8 @@ typedef struct kvx_cfg {
     uint64_t keepalive_interval; /* KVX_KEEPALIVE_INTERVAL, ns */
     uint64_t peer_timeout;       /* KVX_PEER_TIMEOUT, ns */
     uint64_t shutdown_timeout;   /* KVX_SHUTDOWN_TIMEOUT, ns */
+    uint64_t drain_timeout;      /* KVX_DRAIN_TIMEOUT, ns */
+    char *fault;                 /* KVX_FAULT */
     uint64_t max_inflight_bytes; /* KVX_MAX_INFLIGHT_BYTES */
     long long max_inflight_ops;  /* KVX_MAX_INFLIGHT_OPS */
     int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */

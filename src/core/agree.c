@@ -1,0 +1,542 @@
+/*
+ * agree.c - every TP rank of an instance concludes each room the same way.
+ *
+ * The ranks of an instance keep one table of "slots", identical on every
+ * rank because it only changes by the results of collectives: a slot names a
+ * room every rank holds. A round is
+ *
+ *   A  MPI_Iallreduce(MIN) of one int per slot (the rank's state of the
+ *      room) plus a trailer (-(rooms this rank holds that have no slot));
+ *   B  only if some slot's minimum is FAILED: MPI_Iallreduce with a user
+ *      operation over one record per failed slot, which keeps the root cause
+ *      (earliest stage, then lowest origin rank) and counts the ranks that
+ *      had failed the room;
+ *   C  only if some rank holds rooms without a slot: MPI_Iallgather of each
+ *      rank's unslotted room ids (padded to the largest count); the rooms
+ *      every rank holds get the lowest free slots, in id order.
+ *
+ * B and C depend on A only and run together. A slot whose minimum is SUCCESS
+ * or FAILED is final: the outcome is stored in the room and the slot freed.
+ * Ranks may hold different rooms in different orders; counts never mismatch
+ * because every count comes from a collective. A room some rank does not
+ * hold is simply not agreed yet. When a TP sibling is lost no collective is
+ * entered (it would never complete in Open MPI 4.1).
+ */
+#include "config.h"
+
+#include "ctx.h"
+#include "mpi/kvx_mpi.h"
+#include "util/failure.h"
+#include "util/log.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One rank's view of a failed room, reduced by agree_root_op(). */
+typedef struct agree_rec {
+    int32_t has;   /* this rank holds a failure record */
+    int32_t count; /* ranks that held one (summed by the reduction) */
+    kvx_failure_t f;
+} agree_rec_t;
+
+typedef struct agree_table {
+    room_t **room; /* [slot] this rank's room, NULL for a free slot */
+    size_t nslots, cap;
+    MPI_Datatype rec_type;
+    MPI_Op root_op;
+    struct kvx_agree *round; /* the round in progress, or NULL */
+} agree_table_t;
+
+struct kvx_agree {
+    kvx_ctx_t *ctx;
+    uint64_t *ids;
+    size_t n;
+    int phase; /* 0: A in flight; 1: B/C in flight; 2: done */
+    kvx_status_t status;
+    MPI_Request req[2];
+    int nreq;
+    size_t S;           /* slots in the vector of this round */
+    int32_t *vec, *res; /* A */
+    size_t K;           /* B: failed slots */
+    size_t *failed;
+    agree_rec_t *recs, *recs_out;
+    size_t M;       /* C: width of each rank's list */
+    room_t **fresh; /* this rank's unslotted rooms, by id */
+    size_t nfresh;
+    uint64_t *mine, *all;
+};
+
+static void agree_root_op(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    agree_rec_t *a = in, *b = inout;
+
+    for (int i = 0; i < *len; i++) {
+        int32_t count = a[i].count + b[i].count;
+
+        if (a[i].has && (!b[i].has || failure_compare(&a[i].f, &b[i].f) < 0)) {
+            b[i] = a[i];
+        }
+        b[i].count = count;
+    }
+}
+
+kvx_status_t agree_init(kvx_ctx_t *ctx)
+{
+    agree_table_t *t = calloc(1, sizeof(*t));
+
+    if (t == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    t->rec_type = MPI_DATATYPE_NULL;
+    t->root_op = MPI_OP_NULL;
+    if (KVX_MPI_CALL(MPI_Type_contiguous(sizeof(agree_rec_t), MPI_BYTE, &t->rec_type)) != KVX_OK ||
+        KVX_MPI_CALL(MPI_Type_commit(&t->rec_type)) != KVX_OK ||
+        KVX_MPI_CALL(MPI_Op_create(agree_root_op, 1, &t->root_op)) != KVX_OK) {
+        free(t);
+        return KVX_ERR_MPI;
+    }
+    ctx->agree = t;
+    return KVX_OK;
+}
+
+static void agree_round_free(struct kvx_agree *a)
+{
+    free(a->ids);
+    free(a->vec);
+    free(a->res);
+    free(a->failed);
+    free(a->recs);
+    free(a->recs_out);
+    free(a->fresh);
+    free(a->mine);
+    free(a->all);
+    free(a);
+}
+
+void agree_cleanup(kvx_ctx_t *ctx)
+{
+    agree_table_t *t = ctx->agree;
+
+    if (t == NULL) {
+        return;
+    }
+    if (t->root_op != MPI_OP_NULL) {
+        MPI_Op_free(&t->root_op);
+    }
+    if (t->rec_type != MPI_DATATYPE_NULL) {
+        MPI_Type_free(&t->rec_type);
+    }
+    /* A round abandoned on a broken communicator keeps its buffers: MPI may
+     * still own them. */
+    free(t->room);
+    free(t);
+    ctx->agree = NULL;
+}
+
+void agree_forget(kvx_ctx_t *ctx, room_t *room)
+{
+    if (ctx->agree != NULL && room->slot >= 0) {
+        ctx->agree->room[room->slot] = NULL;
+        room->slot = -1;
+    }
+}
+
+int agree_in_round(const kvx_ctx_t *ctx)
+{
+    return ctx->agree != NULL && ctx->agree->round != NULL;
+}
+
+static int agree_cmp_room(const void *a, const void *b)
+{
+    uint64_t x = (*(room_t *const *)a)->id, y = (*(room_t *const *)b)->id;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Rooms this rank holds that have no slot yet, sorted by id. */
+static kvx_status_t agree_collect_fresh(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    a->fresh = malloc((ctx->rooms.count + 1) * sizeof(room_t *));
+    if (a->fresh == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        if (room != NULL && room->user_open && !room->closed && room->slot < 0 && !room->agreed) {
+            a->fresh[a->nfresh++] = room;
+        }
+    }
+    qsort(a->fresh, a->nfresh, sizeof(room_t *), agree_cmp_room);
+    return KVX_OK;
+}
+
+/* Injected failures at the agree stage happen before the state is sampled. */
+static void agree_faults(kvx_ctx_t *ctx)
+{
+    fault_action_t act;
+
+    for (size_t i = 0; ctx->faults != NULL && i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        if (room != NULL && room->user_open && !room_terminal(room) &&
+            fault_at(ctx, KVX_STAGE_AGREE, room, &act) == FAULT_FAIL) {
+            room_fail(ctx, room, &act.failure, 1);
+        }
+    }
+}
+
+/* Phase A, with the context locked: sample every slot's state. */
+static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    agree_table_t *t = ctx->agree;
+
+    agree_faults(ctx);
+    a->S = t->nslots;
+    a->vec = malloc((a->S + 1) * sizeof(int32_t));
+    a->res = malloc((a->S + 1) * sizeof(int32_t));
+    if (a->vec == NULL || a->res == NULL || agree_collect_fresh(ctx, a) != KVX_OK) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < a->S; i++) {
+        room_t *room = t->room[i];
+
+        /* A free slot must not hold the others back. */
+        a->vec[i] = room != NULL ? (int32_t)room->state : INT32_MAX;
+    }
+    a->vec[a->S] = -(int32_t)(a->nfresh > INT32_MAX ? INT32_MAX : a->nfresh);
+    return KVX_OK;
+}
+
+kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size_t n, kvx_agree_t **agree_p)
+{
+    struct kvx_agree *a;
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (agree_p == NULL || (rooms == NULL && n > 0)) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else if (ctx->agree->round != NULL) {
+        status = KVX_ERR_BUSY;
+    } else if (ctx->tp_broken) {
+        status = KVX_ERR_PEER_LOST;
+    }
+    a = status == KVX_OK ? calloc(1, sizeof(*a)) : NULL;
+    if (status == KVX_OK && (a == NULL || (a->ids = malloc((n + 1) * sizeof(uint64_t))) == NULL)) {
+        status = KVX_ERR_NO_MEMORY;
+    }
+    if (status == KVX_OK) {
+        a->ctx = ctx;
+        a->n = n;
+        memcpy(a->ids, rooms, n * sizeof(uint64_t));
+        status = agree_sample(ctx, a);
+    }
+    if (status == KVX_OK) {
+        ctx->agree->round = a;
+    }
+    ctx_leave(ctx);
+    if (status != KVX_OK) {
+        if (a != NULL) {
+            agree_round_free(a);
+        }
+        return status;
+    }
+    status = KVX_MPI_CALL(MPI_Iallreduce(a->vec, a->res, (int)(a->S + 1), MPI_INT32_T, MPI_MIN,
+                                         ctx->tp_comm, &a->req[0]));
+    a->nreq = 1;
+    if (status != KVX_OK) {
+        a->status = status;
+        a->phase = 2;
+    }
+    *agree_p = a;
+    return KVX_OK;
+}
+
+/* After A: post B (root causes of failed slots) and C (fresh rooms). */
+static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    agree_table_t *t = ctx->agree;
+    kvx_status_t status = KVX_OK;
+
+    a->failed = malloc((a->S + 1) * sizeof(size_t));
+    if (a->failed == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < a->S; i++) {
+        if (a->res[i] == KVX_ROOM_FAILED) {
+            a->failed[a->K++] = i;
+        }
+    }
+    a->M = (size_t) - (int64_t)a->res[a->S];
+    a->nreq = 0;
+    if (a->K > 0) {
+        a->recs = calloc(a->K, sizeof(agree_rec_t));
+        a->recs_out = calloc(a->K, sizeof(agree_rec_t));
+        if (a->recs == NULL || a->recs_out == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        pthread_mutex_lock(&ctx->lock);
+        for (size_t k = 0; k < a->K; k++) {
+            room_t *room = t->room[a->failed[k]];
+
+            if (room != NULL && room->state == KVX_ROOM_FAILED) {
+                a->recs[k].has = 1;
+                a->recs[k].count = 1;
+                a->recs[k].f = room->failure;
+            }
+        }
+        pthread_mutex_unlock(&ctx->lock);
+        status = KVX_MPI_CALL(MPI_Iallreduce(a->recs, a->recs_out, (int)a->K, t->rec_type,
+                                             t->root_op, ctx->tp_comm, &a->req[a->nreq++]));
+    }
+    if (status == KVX_OK && a->M > 0) {
+        int size;
+
+        MPI_Comm_size(ctx->tp_comm, &size);
+        a->mine = calloc(a->M + 1, sizeof(uint64_t));
+        a->all = calloc((a->M + 1) * (size_t)size, sizeof(uint64_t));
+        if (a->mine == NULL || a->all == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        a->mine[0] = a->nfresh;
+        for (size_t i = 0; i < a->nfresh; i++) {
+            a->mine[i + 1] = a->fresh[i]->id;
+        }
+        status = KVX_MPI_CALL(MPI_Iallgather(a->mine, (int)(a->M + 1), MPI_UINT64_T, a->all,
+                                             (int)(a->M + 1), MPI_UINT64_T, ctx->tp_comm,
+                                             &a->req[a->nreq++]));
+    }
+    return status;
+}
+
+/* Is id in a sorted list of n ids? */
+static int agree_has(const uint64_t *list, uint64_t n, uint64_t id)
+{
+    uint64_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+
+        if (list[mid] == id) {
+            return 1;
+        }
+        if (list[mid] < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return 0;
+}
+
+static kvx_status_t agree_take_slot(agree_table_t *t, room_t *room)
+{
+    size_t s = 0;
+
+    while (s < t->nslots && t->room[s] != NULL) {
+        s++;
+    }
+    if (s == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 64;
+        room_t **grown = realloc(t->room, cap * sizeof(room_t *));
+
+        if (grown == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        memset(grown + t->cap, 0, (cap - t->cap) * sizeof(room_t *));
+        t->room = grown;
+        t->cap = cap;
+    }
+    t->room[s] = room;
+    t->nslots = s + 1 > t->nslots ? s + 1 : t->nslots;
+    room->slot = (int)s;
+    return KVX_OK;
+}
+
+/* Fresh rooms every TP rank holds get slots, in id order (the same on every
+ * rank: each computes the same intersection from the same lists). */
+static kvx_status_t agree_assign(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    int size;
+
+    MPI_Comm_size(ctx->tp_comm, &size);
+    for (size_t i = 0; i < a->nfresh; i++) {
+        room_t *room = a->fresh[i];
+        int everywhere = 1;
+
+        for (int r = 0; r < size && everywhere; r++) {
+            const uint64_t *list = a->all + (size_t)r * (a->M + 1);
+
+            everywhere = agree_has(list + 1, list[0], room->id);
+        }
+        if (everywhere && agree_take_slot(ctx->agree, room) != KVX_OK) {
+            return KVX_ERR_NO_MEMORY;
+        }
+    }
+    return KVX_OK;
+}
+
+/* A final outcome: stored in the room; an agreed FAILED also fails the room
+ * here if it was still in flight, with the agreed root cause. */
+static void agree_conclude(kvx_ctx_t *ctx, struct kvx_agree *a, size_t slot, const agree_rec_t *rec)
+{
+    room_t *room = ctx->agree->room[slot];
+
+    if (room == NULL) {
+        return;
+    }
+    room->agreed = 1;
+    room->agreed_state = (kvx_room_state_t)a->res[slot];
+    if (room->agreed_state == KVX_ROOM_FAILED && rec != NULL && rec->has) {
+        kvx_failure_t root = rec->f;
+
+        root.count = (unsigned)rec->count;
+        if (!room_terminal(room)) {
+            room_fail(ctx, room, &root, 1);
+        }
+        room->failure = root;
+    }
+    ctx->agree->room[slot] = NULL;
+    room->slot = -1;
+}
+
+/* After B and C, with the context locked. */
+static kvx_status_t agree_apply(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < a->S; i++) {
+        if (a->res[i] == KVX_ROOM_FAILED) {
+            agree_conclude(ctx, a, i, &a->recs_out[k++]);
+        } else if (a->res[i] == KVX_ROOM_SUCCESS) {
+            agree_conclude(ctx, a, i, NULL);
+        }
+    }
+    return a->M > 0 ? agree_assign(ctx, a) : KVX_OK;
+}
+
+/* Closed rooms were kept through the round: release those now free. */
+static void agree_sweep(kvx_ctx_t *ctx)
+{
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        while (room != NULL && room->closed && room->refs == 0 && room->slot < 0) {
+            room_free(ctx, room);
+            room = ctx->rooms.slots[i].value;
+        }
+    }
+}
+
+static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        room_t *room = room_find(ctx, a->ids[i]);
+
+        if (room == NULL || !room->user_open) {
+            out[i].status = KVX_ERR_NO_ROOM;
+            out[i].state = KVX_ROOM_FAILED;
+        } else if (room->agreed) {
+            out[i].status = KVX_OK;
+            out[i].state = room->agreed_state;
+        } else if (a->status == KVX_OK && room->slot >= 0 && (size_t)room->slot < a->S &&
+                   a->res[room->slot] != INT32_MAX) {
+            out[i].status = KVX_OK;
+            out[i].state = (kvx_room_state_t)a->res[room->slot];
+        } else {
+            out[i].status = KVX_INPROGRESS;
+            out[i].state = room->state;
+        }
+    }
+}
+
+/* Advances MPI; returns 1 when the phase's requests are complete. */
+static int agree_mpi_done(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    int flag = 1;
+
+    if (a->nreq > 0 &&
+        KVX_MPI_CALL(MPI_Testall(a->nreq, a->req, &flag, MPI_STATUSES_IGNORE)) != KVX_OK) {
+        a->status = KVX_ERR_MPI;
+        return 1;
+    }
+    return flag;
+}
+
+kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
+{
+    kvx_ctx_t *ctx;
+
+    if (a == NULL || (out == NULL && a->n > 0)) {
+        return KVX_ERR_INVALID_PARAM;
+    }
+    ctx = a->ctx;
+    if (a->phase < 2 && !agree_mpi_done(ctx, a)) {
+        /* A lost sibling never completes the collective: give up on it
+         * (its buffers stay with MPI) rather than wait forever. */
+        if (__atomic_load_n(&ctx->tp_broken, __ATOMIC_RELAXED)) {
+            a->status = KVX_ERR_PEER_LOST;
+            a->phase = 2;
+            a->nreq = 0;
+            a->vec = a->res = NULL;
+            a->recs = a->recs_out = NULL;
+            a->mine = a->all = NULL;
+        } else {
+            return KVX_INPROGRESS;
+        }
+    }
+    if (a->phase == 0 && a->status == KVX_OK) {
+        a->status = agree_post_bc(ctx, a);
+        a->phase = 1;
+        if (a->status == KVX_OK) {
+            return kvx_agree_test(a, out);
+        }
+    }
+    pthread_mutex_lock(&ctx->lock);
+    if (a->phase == 1 && a->status == KVX_OK) {
+        a->status = agree_apply(ctx, a);
+    }
+    a->phase = 2;
+    if (ctx->agree->round == a) {
+        ctx->agree->round = NULL;
+        agree_sweep(ctx);
+    }
+    agree_report(ctx, a, out);
+    pthread_mutex_unlock(&ctx->lock);
+    progress_wake(ctx);
+    return a->status;
+}
+
+kvx_status_t kvx_agree_wait(kvx_agree_t *a, kvx_agreed_t *out)
+{
+    kvx_status_t status;
+
+    while ((status = kvx_agree_test(a, out)) == KVX_INPROGRESS) {
+        usleep(10);
+    }
+    return status;
+}
+
+kvx_status_t kvx_agree_free(kvx_agree_t *a)
+{
+    if (a == NULL) {
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (a->phase < 2) {
+        return KVX_ERR_BUSY;
+    }
+    if (a->status == KVX_ERR_PEER_LOST) {
+        /* MPI may still write into an abandoned round's buffers: keep them. */
+        free(a->ids);
+        free(a->failed);
+        free(a->fresh);
+        free(a);
+        return KVX_OK;
+    }
+    agree_round_free(a);
+    return KVX_OK;
+}
