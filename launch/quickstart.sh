@@ -21,9 +21,11 @@ esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
 
-# Debian packages kvx needs to build and to run its tests.
+# Debian packages kvx needs to build and to run its tests (iproute2, util-linux,
+# mount and nftables for the multi-host tests on network namespaces, mpi_tests/netns/).
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
-libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev"
+libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
+iproute2 util-linux mount nftables"
 
 missing=
 for p in $packages; do
