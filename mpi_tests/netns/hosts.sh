@@ -46,7 +46,7 @@
 #   `reap` and `down`) finds every process a host holds.
 #
 # What Open MPI 4.1 and UCX 1.13 need, found by taking each per-host piece away
-# (KVXN_SPLIT):
+# (KVXN_SPLIT; section 0 of mpi_tests/netns/measure.sh replays it):
 #   - An IPC namespace per host, or UCX talks shared memory across "hosts": with
 #     only the hostname, /dev/shm and TMPDIR split, the lanes between ranks on h0
 #     and h1 were sysv/memory + posix/memory, not tcp/data0 (UCX's shared-memory
@@ -81,8 +81,8 @@
 # (default 100) of its packets in both directions (this kernel has no tc netem);
 # undrop removes them. Neither is noticed quickly by TCP: after a 100 % drop the
 # rank in the faulted host saw ETIMEDOUT after ~8 s (with UCP_ERR_HANDLING_MODE_PEER),
-# its peer nothing within 35-65 s; after link-down neither side within 35 s. A test
-# bounds its own waits.
+# its peer nothing within 35-65 s; after link-down neither side within 35 s (numbers
+# in the README, from measure.sh). A test bounds its own waits.
 #
 # KVXN_TIMEOUT (default 120) bounds `run` and `mpirun` (timeout -k 5); -t overrides,
 # 0 means unbounded. KVXN_ROOT (default /run/kvx-netns) holds the state.
