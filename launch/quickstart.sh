@@ -21,11 +21,13 @@ esac
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$top/build
 
-# Debian packages kvx needs to build and to run its tests; the Slurm ones
-# let mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster.
+# Debian packages kvx needs to build and to run its tests: the Slurm ones let
+# mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster;
+# iproute2, util-linux, mount and nftables serve the multi-host tests on
+# network namespaces (mpi_tests/netns/).
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
-slurmctld slurmd slurm-client munge"
+slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables"
 
 missing=
 for p in $packages; do
