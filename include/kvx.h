@@ -396,9 +396,13 @@ KVX_API kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t room_id, kvx_fail
 
 /**
  * Aborts a room from either side: it becomes FAILED with stage "abort" and
- * the given reason, and the other side of the room is told.
- * @return KVX_OK, KVX_ERR_STATE (already SUCCESS), KVX_ERR_NO_ROOM,
- *         KVX_ERR_INVALID_HANDLE. Aborting a FAILED room is KVX_OK.
+ * the given reason, and the other side of the room is told. On the decode
+ * side the pages stay DRAINING until every writer confirmed it stopped
+ * (kvx_room_close() says when they are free).
+ * @return KVX_OK; KVX_ERR_STATE: the room is SUCCESS, or, on the prefill
+ *         side, every page was already delivered (the decode has the data
+ *         and decides the outcome); KVX_ERR_NO_ROOM, KVX_ERR_INVALID_HANDLE.
+ *         Aborting a FAILED room is KVX_OK.
  */
 KVX_API kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t room_id, const char *reason);
 
@@ -495,10 +499,12 @@ typedef struct kvx_agreed {
  *
  * @param rooms  the room ids to report on (any subset, any order; NULL when
  *               n is 0: the round still advances every room)
- * @return KVX_OK; KVX_ERR_BUSY (a round is in progress); KVX_ERR_PEER_LOST (a
- *         TP sibling is lost: no collective is entered, since it could never
- *         complete, and the rooms were failed with that reason);
- *         KVX_ERR_NO_MEMORY; KVX_ERR_INVALID_PARAM; KVX_ERR_INVALID_HANDLE.
+ * When a TP sibling is lost no collective is entered (it could never
+ * complete): every room not agreed yet was concluded FAILED with the loss as
+ * its reason, and the round completes at once with KVX_ERR_PEER_LOST.
+ *
+ * @return KVX_OK; KVX_ERR_BUSY (a round is in progress); KVX_ERR_NO_MEMORY;
+ *         KVX_ERR_INVALID_PARAM; KVX_ERR_INVALID_HANDLE.
  */
 KVX_API kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size_t n,
                                      kvx_agree_t **agree_p);
@@ -509,9 +515,9 @@ KVX_API kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size
  * root cause (the same on every TP rank, with count = the TP ranks that had
  * failed it).
  * @param out  n entries, written when the round is done
- * @return KVX_OK (done), KVX_INPROGRESS, KVX_ERR_PEER_LOST (a TP sibling was
- *         lost during the round: out holds this rank's own states),
- *         KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
+ * @return KVX_OK (done), KVX_INPROGRESS, KVX_ERR_PEER_LOST (done, but a TP
+ *         sibling is lost: out holds the outcomes the loss concluded -- FAILED
+ *         for every room not agreed before), KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
  */
 KVX_API kvx_status_t kvx_agree_test(kvx_agree_t *agree, kvx_agreed_t *out);
 

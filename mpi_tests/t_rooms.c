@@ -26,7 +26,7 @@
 #include "kvpattern.h"
 
 typedef struct opts {
-    int rooms, min_pages, max_pages, max_chunks, concurrency;
+    int rooms, min_pages, max_pages, max_chunks, concurrency, no_pattern;
     uint64_t seed;
     kvx_kv_layout_t kv;
 } opts_t;
@@ -41,6 +41,7 @@ typedef struct slot {
 } slot_t;
 
 static int rank, failures;
+static int no_pattern; /* --no-pattern: move bytes only, to time the transfer */
 
 #define FAIL(...)                                    \
     do {                                             \
@@ -64,19 +65,15 @@ static void usage_exit(void)
 
 static void parse(int argc, char **argv, opts_t *o)
 {
-    static const struct option longs[] = { { "rooms", 1, 0, 'r' },
-                                           { "pages", 1, 0, 'p' },
-                                           { "chunks", 1, 0, 'c' },
-                                           { "concurrency", 1, 0, 'C' },
-                                           { "layers", 1, 0, 'l' },
-                                           { "page-size", 1, 0, 'P' },
-                                           { "kv-heads", 1, 0, 'H' },
-                                           { "head-dim", 1, 0, 'D' },
-                                           { "dtype", 1, 0, 't' },
-                                           { "mla", 0, 0, 'm' },
-                                           { "page-layout", 1, 0, 'L' },
-                                           { "seed", 1, 0, 's' },
-                                           { 0, 0, 0, 0 } };
+    static const struct option longs[] = {
+        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },
+        { "chunks", 1, 0, 'c' },      { "concurrency", 1, 0, 'C' },
+        { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
+        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },
+        { "dtype", 1, 0, 't' },       { "mla", 0, 0, 'm' },
+        { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
+        { "no-pattern", 0, 0, 'N' },  { 0, 0, 0, 0 }
+    };
     int c;
 
     memset(o, 0, sizeof(*o));
@@ -136,6 +133,9 @@ static void parse(int argc, char **argv, opts_t *o)
             break;
         case 's':
             o->seed = strtoull(optarg, NULL, 0);
+            break;
+        case 'N':
+            o->no_pattern = 1;
             break;
         default:
             usage_exit();
@@ -242,7 +242,8 @@ static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_ge
     }
     if (role == KVX_ROLE_DECODE && st == KVX_ROOM_SUCCESS) {
         uint64_t aux = 0, want = kvp_aux(s->id);
-        size_t len = 0, bad = kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0);
+        size_t len = 0,
+               bad = no_pattern ? 0 : kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0);
 
         if (bad > 0) {
             FAIL("room %llu: %zu bytes differ", (unsigned long long)s->id, bad);
@@ -283,7 +284,9 @@ static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_inde
         s->mine = 0;
         return;
     }
-    kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 1);
+    if (!no_pattern) {
+        kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 1);
+    }
     for (int c = 0, done = 0; c < s->nchunks; c++) {
         int n = c == s->nchunks - 1 ? (int)s->npages - done : (int)s->npages / s->nchunks;
         uint64_t aux = kvp_aux(s->id);
@@ -319,6 +322,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     parse(argc, argv, &o);
+    no_pattern = o.no_pattern;
     kvx_ctx_params_init(&params);
     params.kv = o.kv;
     params.num_pages = (size_t)o.concurrency * (size_t)o.max_pages * 3 / 2 + 8;

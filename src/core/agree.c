@@ -181,7 +181,7 @@ static void agree_faults(kvx_ctx_t *ctx)
     for (size_t i = 0; ctx->faults != NULL && i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
 
-        if (room != NULL && room->user_open && !room_terminal(room) &&
+        if (room != NULL && room->user_open && !room_terminal(room) && !sender_delivered(room) &&
             fault_at(ctx, KVX_STAGE_AGREE, room, &act) == FAULT_FAIL) {
             room_fail(ctx, room, &act.failure, 1);
         }
@@ -203,8 +203,17 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
     for (size_t i = 0; i < a->S; i++) {
         room_t *room = t->room[i];
 
-        /* A free slot must not hold the others back. */
-        a->vec[i] = room != NULL ? (int32_t)room->state : INT32_MAX;
+        /* A free slot must not hold the others back. A failed prefill room
+         * counts as FAILED once it holds the decode instance's verdict (so
+         * both instances report one root cause): until then, as the state
+         * it failed in. */
+        if (room == NULL) {
+            a->vec[i] = INT32_MAX;
+        } else if (room->side == KVX_ROLE_PREFILL && !sender_may_conclude(ctx, room)) {
+            a->vec[i] = (int32_t)room->before_fail;
+        } else {
+            a->vec[i] = (int32_t)room->state;
+        }
     }
     a->vec[a->S] = -(int32_t)(a->nfresh > INT32_MAX ? INT32_MAX : a->nfresh);
     return KVX_OK;
@@ -222,8 +231,6 @@ kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size_t n, kv
         status = KVX_ERR_INVALID_PARAM;
     } else if (ctx->agree->round != NULL) {
         status = KVX_ERR_BUSY;
-    } else if (ctx->tp_broken) {
-        status = KVX_ERR_PEER_LOST;
     }
     a = status == KVX_OK ? calloc(1, sizeof(*a)) : NULL;
     if (status == KVX_OK && (a == NULL || (a->ids = malloc((n + 1) * sizeof(uint64_t))) == NULL)) {
@@ -233,6 +240,14 @@ kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size_t n, kv
         a->ctx = ctx;
         a->n = n;
         memcpy(a->ids, rooms, n * sizeof(uint64_t));
+        if (ctx->tp_broken) {
+            /* No collective: the round reports what the loss concluded. */
+            a->status = KVX_ERR_PEER_LOST;
+            a->phase = 2;
+            ctx_leave(ctx);
+            *agree_p = a;
+            return KVX_OK;
+        }
         status = agree_sample(ctx, a);
     }
     if (status == KVX_OK) {
@@ -380,6 +395,21 @@ static kvx_status_t agree_assign(kvx_ctx_t *ctx, struct kvx_agree *a)
     return KVX_OK;
 }
 
+/* The decode instance decides a failed room's root cause for both
+ * instances: every prefill rank of the room hears it. */
+void agree_send_verdict(kvx_ctx_t *ctx, room_t *room)
+{
+    for (unsigned i = 0; i < room->nsources; i++) {
+        size_t len;
+        void *m =
+            msg_new_failure(MSG_VERDICT, ctx->rank, room->id, room->nonce, &room->failure, &len);
+
+        if (m != NULL) {
+            peer_send(ctx, room->sources[i].peer, m, len);
+        }
+    }
+}
+
 /* A final outcome: stored in the room; an agreed FAILED also fails the room
  * here if it was still in flight, with the agreed root cause. */
 static void agree_conclude(kvx_ctx_t *ctx, struct kvx_agree *a, size_t slot, const agree_rec_t *rec)
@@ -399,6 +429,9 @@ static void agree_conclude(kvx_ctx_t *ctx, struct kvx_agree *a, size_t slot, con
             room_fail(ctx, room, &root, 1);
         }
         room->failure = root;
+    }
+    if (room->agreed_state == KVX_ROOM_FAILED && room->side == KVX_ROLE_DECODE) {
+        agree_send_verdict(ctx, room);
     }
     ctx->agree->room[slot] = NULL;
     room->slot = -1;

@@ -14,8 +14,10 @@
 #include "util/time.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* What every rank tells every other rank, fixed size. */
 typedef struct rank_info {
@@ -24,8 +26,28 @@ typedef struct rank_info {
     uint64_t num_pages, aux_slots, aux_item_size, aux_stride;
     uint64_t layout_hash;
     uint32_t blob_len;
-    uint32_t pad;
+    int32_t pid;
+    char machine[96]; /* boot id and PID namespace: equal means kill(pid, 0) works */
 } rank_info_t;
+
+/* What makes two processes share a kernel and a PID namespace. */
+static void bootstrap_machine(char *buf, size_t len)
+{
+    char boot[48] = "", ns[48] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    ssize_t n;
+
+    if (f != NULL) {
+        if (fgets(boot, sizeof(boot), f) == NULL) {
+            boot[0] = '\0';
+        }
+        fclose(f);
+    }
+    boot[strcspn(boot, "\n")] = '\0';
+    n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    snprintf(buf, len, "%s/%s", boot, ns);
+}
 
 kvx_status_t bootstrap_agree(MPI_Comm comm, kvx_status_t status, kvx_failure_t *why)
 {
@@ -93,18 +115,21 @@ static int blob_put_bytes(blob_writer_t *w, const void *data, uint32_t len)
 static kvx_status_t bootstrap_blob(kvx_ctx_t *ctx, blob_writer_t *w, kvx_failure_t *why)
 {
     pool_t *pool = &ctx->pool;
-    void *addr;
-    size_t addr_len;
     uint32_t n = (uint32_t)pool->nregions, nb = (uint32_t)pool->nbufs;
-    int err;
-    kvx_status_t status = kucx_worker_address(&ctx->ucx, &addr, &addr_len);
+    int err = 0;
 
-    if (status != KVX_OK) {
-        failure_set(why, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot get the UCX worker address");
-        return status;
+    for (int plane = 0; plane < KUCX_PLANES; plane++) {
+        void *addr;
+        size_t addr_len;
+        kvx_status_t status = kucx_worker_address(&ctx->ucx, (kucx_plane_t)plane, &addr, &addr_len);
+
+        if (status != KVX_OK) {
+            failure_set(why, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot get a UCX worker address");
+            return status;
+        }
+        err |= blob_put_bytes(w, addr, (uint32_t)addr_len);
+        kucx_worker_address_free(&ctx->ucx, (kucx_plane_t)plane, addr);
     }
-    err = blob_put_bytes(w, addr, (uint32_t)addr_len);
-    kucx_worker_address_free(&ctx->ucx, addr);
     err |= blob_put(w, &n, sizeof(n));
     for (int r = 0; r < pool->nregions; r++) {
         err |= blob_put_bytes(w, pool->regions[r].rkey_buf, (uint32_t)pool->regions[r].rkey_len);
@@ -278,15 +303,18 @@ static kvx_status_t bootstrap_peer(kvx_ctx_t *ctx, peer_t *peer, const rank_info
                                    kvx_failure_t *why)
 {
     blob_reader_t rd = { blob, blob + blob_len };
-    uint32_t alen, n, nb, klen;
-    const void *addr = blob_get_bytes(&rd, &alen);
+    uint32_t alen, calen, n, nb, klen;
+    const void *addr = blob_get_bytes(&rd, &alen), *caddr = blob_get_bytes(&rd, &calen);
     kvx_status_t status;
     const void *p;
 
-    if (addr == NULL) {
+    if (addr == NULL || caddr == NULL) {
         goto err_blob;
     }
-    status = kucx_ep_create(&ctx->ucx, addr, &peer->ep, why);
+    status = kucx_ep_create(&ctx->ucx, KUCX_DATA, addr, &peer->ep, why);
+    if (status == KVX_OK) {
+        status = kucx_ep_create(&ctx->ucx, KUCX_CTRL, caddr, &peer->cep, why);
+    }
     if (status != KVX_OK) {
         snprintf(why->text, sizeof(why->text), "cannot connect to %s", peer->name);
         return status;
@@ -383,6 +411,9 @@ static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info, con
         joblayout_name(&ctx->job, r, peer->name, sizeof(peer->name));
         peer->kvl = &ctx->kvls[peer->role][peer->instance];
         peer->last_heard = kvx_now_ns();
+        peer->pid = info[r].pid;
+        peer->same_machine =
+            info[r].machine[0] != '/' && strcmp(info[r].machine, info[ctx->rank].machine) == 0;
         ctx->npeers = ++n;
         ctx->peer_by_rank[r] = peer;
         status = bootstrap_peer(ctx, peer, &info[r], blobs + displs[r], info[r].blob_len,
@@ -400,10 +431,12 @@ static void bootstrap_log_transports(kvx_ctx_t *ctx)
         return;
     }
     for (int i = 0; i < ctx->npeers; i++) {
-        char tls[256];
+        char tls[256], ctls[256];
 
         kucx_ep_transports(ctx->peers[i].ep, tls, sizeof(tls));
-        kvx_info("peer %s over %s", ctx->peers[i].name, tls[0] ? tls : "(wireup pending)");
+        kucx_ep_transports(ctx->peers[i].cep, ctls, sizeof(ctls));
+        kvx_info("peer %s: data over %s; control over %s", ctx->peers[i].name,
+                 tls[0] ? tls : "(wireup pending)", ctls[0] ? ctls : "(wireup pending)");
     }
 }
 
@@ -427,6 +460,8 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
     mine.aux_item_size = ctx->aux_item_size;
     mine.aux_stride = ctx->pool.aux_stride;
     mine.layout_hash = bootstrap_hash(ctx);
+    mine.pid = (int32_t)getpid();
+    bootstrap_machine(mine.machine, sizeof(mine.machine));
     mine.blob_len = (uint32_t)w.len;
     status = bootstrap_agree(ctx->world, status, why);
     if (status != KVX_OK) {
@@ -503,18 +538,47 @@ kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why)
     return status;
 }
 
+void bootstrap_close_endpoints(kvx_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->npeers; i++) {
+        peer_t *peer = &ctx->peers[i];
+        int data_closed = 1;
+
+        /* A lost peer's endpoint may hold puts that can never complete:
+         * destroying the worker completes them (bootstrap_cleanup()). */
+        if (peer->lost) {
+            continue;
+        }
+        /* Keys go before their endpoint, once nothing uses them. */
+        if (peer->inflight_ops == 0) {
+            for (int r = 0; r < peer->nregions && peer->rkeys != NULL; r++) {
+                kucx_rkey_destroy(peer->rkeys[r]);
+                peer->rkeys[r] = NULL;
+            }
+            kucx_rkey_destroy(peer->aux_rkey);
+            peer->aux_rkey = NULL;
+        }
+        if (peer->ep != NULL) {
+            data_closed = kucx_ep_close(&ctx->ucx, KUCX_DATA, peer->ep, KVX_NS_PER_S);
+            peer->ep = NULL;
+        }
+        if (peer->cep != NULL) {
+            kucx_ep_close(&ctx->ucx, KUCX_CTRL, peer->cep, KVX_NS_PER_S);
+            peer->cep = NULL;
+        }
+        if (!data_closed) {
+            kvx_warn("closing the endpoint to %s did not finish", peer->name);
+        }
+    }
+}
+
 void bootstrap_cleanup(kvx_ctx_t *ctx)
 {
     for (int i = 0; i < ctx->npeers; i++) {
         peer_t *peer = &ctx->peers[i];
 
-        for (int r = 0; r < peer->nregions && peer->rkeys != NULL; r++) {
-            kucx_rkey_destroy(peer->rkeys[r]);
-        }
-        kucx_rkey_destroy(peer->aux_rkey);
-        if (peer->ep != NULL) {
-            kucx_ep_close_force(&ctx->ucx, peer->ep);
-        }
+        /* Keys of a lost peer with operations in flight cannot be destroyed
+         * (before the endpoint, after the operations): they are left. */
         free(peer->rkeys);
         free(peer->buf_addr);
         free(peer->buf_rkey);

@@ -323,7 +323,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     }
     ctx->magic = KVX_CTX_MAGIC;
     ctx->world = ctx->tp_comm = ctx->tp_comm_user = MPI_COMM_NULL;
-    ctx->ucx.efd = -1;
+    ctx->ucx.efd[KUCX_DATA] = ctx->ucx.efd[KUCX_CTRL] = -1;
     pthread_mutex_init(&ctx->lock, NULL);
     status = ctx_init_world(ctx, world, &why);
     if (status == KVX_OK) {
@@ -388,7 +388,8 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
         for (int i = 0; i < ctx->npeers && !waiting; i++) {
             peer_t *peer = &ctx->peers[i];
 
-            waiting = (!peer->bye && !peer->lost) || peer->inflight_ops > 0;
+            /* Puts to a lost peer never complete: it is not waited for. */
+            waiting = !peer->lost && (!peer->bye || peer->inflight_ops > 0);
         }
         pthread_mutex_unlock(&ctx->lock);
     }
@@ -405,6 +406,17 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
     }
     ctx_quiesce(ctx);
     progress_stop(ctx);
+    bootstrap_close_endpoints(ctx);
+    /* What UCX still holds (puts to a dead peer) completes here, through
+     * callbacks that use the rooms: those are freed after. */
+    kucx_workers_destroy(&ctx->ucx);
+    while (ctx->out_head != NULL) {
+        outmsg_t *m = ctx->out_head;
+
+        ctx->out_head = m->next;
+        free(m->buf);
+        free(m);
+    }
     for (size_t i = 0; i < ctx->rooms.capacity; i++) {
         /* Freeing shifts later entries into slot i: look at it again. */
         while (ctx->rooms.slots[i].value != NULL) {

@@ -30,7 +30,8 @@ typedef struct peer {
     kvx_role_t role;
     int instance, tp_rank;
     char name[64]; /* "decode[1].tp0 (rank 9)" */
-    ucp_ep_h ep;
+    ucp_ep_h ep;   /* data plane: puts and flushes */
+    ucp_ep_h cep;  /* control plane: kvx's messages (kvx_ucx.h says why apart) */
     /* Its pool, for ranks this rank writes to. */
     const kvl_t *kvl; /* its instance's geometry */
     size_t num_pages;
@@ -48,6 +49,8 @@ typedef struct peer {
     /* Liveness. */
     uint64_t last_heard, last_sent;
     int lost, bye;
+    int pid;          /* its process id */
+    int same_machine; /* same kernel and PID namespace: its pid can be checked */
 } peer_t;
 
 /* Sender side: one decode rank a prefill room talks to. */
@@ -123,9 +126,12 @@ typedef struct room {
     early_t *early;
     /* page safety (decode) */
     kvx_pages_state_t pages_state;
+    int granted; /* decode: its grants (PREALLOC) went out: writers may write */
     /* agreement */
-    int slot;   /* place in the agreement vector, -1 for none */
-    int agreed; /* the instance agreed a final outcome */
+    kvx_room_state_t before_fail; /* the state it failed in */
+    int verdict;                  /* prefill: holds the decode instance's agreed root cause */
+    int slot;                     /* place in the agreement vector, -1 for none */
+    int agreed;                   /* the instance agreed a final outcome */
     kvx_room_state_t agreed_state;
     /* fault injection */
     unsigned fault_seen; /* stages already evaluated for this room (bits) */
@@ -208,6 +214,9 @@ void pool_cleanup(kvx_ctx_t *ctx);
 /* Exchanges descriptors, validates pairs, creates peers and endpoints. */
 kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why);
 void bootstrap_cleanup(kvx_ctx_t *ctx);
+/* Force-closes every endpoint: UCX completes what it still held (with an
+ * error) through the usual callbacks. */
+void bootstrap_close_endpoints(kvx_ctx_t *ctx);
 /* Same status and reason on every rank of comm: the lowest failing rank's. */
 kvx_status_t bootstrap_agree(MPI_Comm comm, kvx_status_t status, kvx_failure_t *why);
 
@@ -247,6 +256,20 @@ kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, s
                           const void *aux, size_t aux_len, kvx_failure_t *why);
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
 void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
+/* The decode instance agreed the room FAILED with this root cause. */
+void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root);
+/* May this prefill rank count its failed room as FAILED in its instance's
+ * agreement (it holds the decode's verdict, or cannot get one)? */
+int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room);
+/* Every decode rank of the room has all of this rank's pages (DONE sent):
+ * from here on the decode instance decides the room, not this rank. */
+static inline int sender_delivered(const room_t *room)
+{
+    return room->side == KVX_ROLE_PREFILL && room->ntargets > 0 &&
+           room->ndone_sent == room->ntargets;
+}
+/* A decode rank's FAIL names its room's incarnation before any grant did. */
+void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce);
 /* The room failed: stop posting, and once nothing is in flight to a decode
  * rank tell it DRAINED (so it may reuse the pages). */
 void sender_drain(kvx_ctx_t *ctx, room_t *room);
@@ -278,6 +301,8 @@ void agree_cleanup(kvx_ctx_t *ctx);
 void agree_forget(kvx_ctx_t *ctx, room_t *room);
 /* A round is in progress: closed rooms are kept until it ends. */
 int agree_in_round(const kvx_ctx_t *ctx);
+/* Decode: tells the room's prefill ranks the agreed root cause (VERDICT). */
+void agree_send_verdict(kvx_ctx_t *ctx, room_t *room);
 
 /* ---- fault.c ---- */
 typedef enum fault_effect {

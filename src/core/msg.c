@@ -12,8 +12,9 @@
 
 const char *msg_type_name(unsigned type)
 {
-    static const char *const names[] = { "?",    "PREALLOC", "ACCEPT", "START", "DONE",
-                                         "FAIL", "DRAINED",  "PING",   "BYE",   "RECEIVED" };
+    static const char *const names[] = { "?",    "PREALLOC", "ACCEPT",  "START",
+                                         "DONE", "FAIL",     "DRAINED", "PING",
+                                         "BYE",  "RECEIVED", "VERDICT" };
 
     return type < MSG_TYPE_MAX ? names[type] : "?";
 }
@@ -75,7 +76,13 @@ void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, 
 void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failure_t *f,
                    size_t *len_p)
 {
-    char *m = msg_alloc(MSG_FAIL, src_rank, room, nonce, sizeof(msg_failure_t), len_p);
+    return msg_new_failure(MSG_FAIL, src_rank, room, nonce, f, len_p);
+}
+
+void *msg_new_failure(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
+                      const kvx_failure_t *f, size_t *len_p)
+{
+    char *m = msg_alloc(type, src_rank, room, nonce, sizeof(msg_failure_t), len_p);
     msg_failure_t w;
 
     if (m == NULL) {
@@ -160,6 +167,7 @@ static size_t msg_body_len(unsigned type)
     case MSG_DONE:
         return sizeof(msg_done_t);
     case MSG_FAIL:
+    case MSG_VERDICT:
         return sizeof(msg_failure_t);
     default:
         return 0;
@@ -218,7 +226,7 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
     }
     if (h.type == MSG_DONE) {
         memcpy(&msg->u.done, body, sizeof(msg->u.done));
-    } else if (h.type == MSG_FAIL &&
+    } else if ((h.type == MSG_FAIL || h.type == MSG_VERDICT) &&
                msg_decode_failure(body, &msg->u.failure, why, why_len) != KVX_OK) {
         return KVX_ERR_PROTOCOL;
     }

@@ -28,6 +28,7 @@ typedef enum msg_type {
     MSG_PING,         /* keepalive */
     MSG_BYE,          /* the sender is shutting down and will not write again */
     MSG_RECEIVED,     /* decode -> prefill: the room is SUCCESS on this decode rank */
+    MSG_VERDICT,      /* decode -> prefill: the decode instance agreed FAILED; its root cause */
     MSG_TYPE_MAX
 } msg_type_t;
 
@@ -102,6 +103,9 @@ void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, 
                    size_t *len_p);
 void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failure_t *f,
                    size_t *len_p);
+/* A FAIL or a VERDICT: both carry a failure record. */
+void *msg_new_failure(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
+                      const kvx_failure_t *f, size_t *len_p);
 
 const char *msg_type_name(unsigned type);
 

@@ -14,7 +14,11 @@
 #include "util/log.h"
 #include "util/time.h"
 
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 peer_t *peer_of_rank(kvx_ctx_t *ctx, int rank)
 {
@@ -73,7 +77,9 @@ static void peer_send_now(outmsg_t *m, uint64_t now)
         free(m->buf);
         return;
     }
-    status = kucx_am_send(m->peer->ep, MSG_AM_ID, m->buf, m->len, peer_sent_cb, m->buf, &ucs);
+    kvx_trace("send %s room %llu to %s", msg_type_name(((msg_hdr_t *)m->buf)->type),
+              (unsigned long long)((msg_hdr_t *)m->buf)->room, m->peer->name);
+    status = kucx_am_send(m->peer->cep, MSG_AM_ID, m->buf, m->len, peer_sent_cb, m->buf, &ucs);
     if (status == KVX_OK) {
         free(m->buf);
     } else if (status != KVX_INPROGRESS) {
@@ -105,6 +111,28 @@ void peer_flush_outbox(kvx_ctx_t *ctx)
     ctx->out_tail = last;
 }
 
+/* A lost TP sibling breaks the instance: no collective can run, so every
+ * room not agreed yet concludes FAILED here, with the loss as its reason --
+ * a room already SUCCESS on this rank too, since the instance can no longer
+ * confirm it (and the other instance will not see it succeed). */
+static void peer_break_instance(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f)
+{
+    if (!room->user_open || room->agreed) {
+        return;
+    }
+    if (!room_terminal(room)) {
+        room_fail(ctx, room, f, 1);
+    } else if (room->state == KVX_ROOM_SUCCESS) {
+        room->failure = *f;
+    }
+    room->agreed = 1;
+    room->agreed_state = KVX_ROOM_FAILED;
+    if (room->side == KVX_ROLE_DECODE) {
+        /* The prefill ranks wait for this instance's verdict. */
+        agree_send_verdict(ctx, room);
+    }
+}
+
 /* Fails every room that involves a lost peer. */
 static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
 {
@@ -113,7 +141,16 @@ static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
         int involved = 0;
         kvx_failure_t f;
 
-        if (room == NULL || room->state == KVX_ROOM_FAILED || room->state == KVX_ROOM_SUCCESS) {
+        if (room == NULL) {
+            continue;
+        }
+        if (peer->role == ctx->role) {
+            failure_set_room(&f, room->id, KVX_ERR_PEER_LOST, room_stage(room), NULL,
+                             "peer %s lost: %s", peer->name, how);
+            peer_break_instance(ctx, room, &f);
+            continue;
+        }
+        if (room->state == KVX_ROOM_FAILED || room->state == KVX_ROOM_SUCCESS) {
             continue;
         }
         for (unsigned t = 0; t < room->ntargets; t++) {
@@ -122,8 +159,6 @@ static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
         for (unsigned s = 0; s < room->nsources; s++) {
             involved |= room->sources[s].peer == peer;
         }
-        /* A lost TP sibling means this instance can no longer finish any room. */
-        involved |= peer->role == ctx->role && room->user_open;
         if (!involved) {
             continue;
         }
@@ -133,18 +168,59 @@ static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
     }
 }
 
+/* Is the process of a peer on this machine gone (exited, or a zombie)? */
+static int peer_process_gone(const peer_t *peer)
+{
+    char path[64], stat[256];
+    FILE *f;
+    const char *state;
+
+    if (kill(peer->pid, 0) != 0 && errno == ESRCH) {
+        return 1;
+    }
+    snprintf(path, sizeof(path), "/proc/%d/stat", peer->pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return 1;
+    }
+    if (fgets(stat, sizeof(stat), f) == NULL) {
+        stat[0] = '\0';
+    }
+    fclose(f);
+    state = strrchr(stat, ')');
+    return state != NULL && (state[2] == 'Z' || state[2] == 'X');
+}
+
+/* Why a silent peer counts as lost, or NULL while it does not. A peer on
+ * this machine whose process is gone is lost after 3 keepalive intervals; one
+ * whose process is still there is only slow (an overloaded machine stalls
+ * every rank for a second at times) and is lost when silent 10 times
+ * KVX_PEER_TIMEOUT (hung); a remote peer is lost when silent KVX_PEER_TIMEOUT. */
+static const char *peer_lost_how(const kvx_ctx_t *ctx, const peer_t *peer, uint64_t silent,
+                                 char *how, size_t len)
+{
+    if (peer->same_machine && silent > 3 * ctx->cfg.keepalive_interval && peer_process_gone(peer)) {
+        snprintf(how, len, "its process %d on this host is gone (silent for %.2f s)", peer->pid,
+                 kvx_ns_to_s(silent));
+        return how;
+    }
+    if (silent > ctx->cfg.peer_timeout * (peer->same_machine ? 10 : 1)) {
+        snprintf(how, len, "silent for %.2f s", kvx_ns_to_s(silent));
+        return how;
+    }
+    return NULL;
+}
+
 void peer_tick(kvx_ctx_t *ctx, uint64_t now)
 {
     for (int i = 0; i < ctx->npeers; i++) {
         peer_t *peer = &ctx->peers[i];
+        char how[128];
 
         if (peer->lost) {
             continue;
         }
-        if (!peer->bye && now - peer->last_heard > ctx->cfg.peer_timeout) {
-            char how[96];
-
-            snprintf(how, sizeof(how), "silent for %.1f s", kvx_ns_to_s(now - peer->last_heard));
+        if (!peer->bye && peer_lost_how(ctx, peer, now - peer->last_heard, how, sizeof(how))) {
             peer->lost = 1;
             /* A collective on the TP communicator would never complete now. */
             ctx->tp_broken |= peer->role == ctx->role;

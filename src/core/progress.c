@@ -53,14 +53,15 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
     return n;
 }
 
-/* Sleeps until the worker has events or the next tick is due. */
+/* Sleeps until a worker has events or the next tick is due. */
 static void progress_sleep(kvx_ctx_t *ctx, uint64_t next_tick)
 {
     uint64_t now = kvx_now_ns();
     int timeout_ms = next_tick > now ? (int)((next_tick - now) / KVX_NS_PER_MS) + 1 : 0;
-    struct pollfd pfd = { ctx->ucx.efd, POLLIN, 0 };
+    struct pollfd pfd[KUCX_PLANES] = { { ctx->ucx.efd[KUCX_DATA], POLLIN, 0 },
+                                       { ctx->ucx.efd[KUCX_CTRL], POLLIN, 0 } };
 
-    if (ctx->ucx.efd < 0) {
+    if (ctx->ucx.efd[KUCX_DATA] < 0 || ctx->ucx.efd[KUCX_CTRL] < 0) {
         pthread_mutex_unlock(&ctx->lock);
         usleep(100);
         pthread_mutex_lock(&ctx->lock);
@@ -70,7 +71,7 @@ static void progress_sleep(kvx_ctx_t *ctx, uint64_t next_tick)
         return; /* events are pending: progress again */
     }
     pthread_mutex_unlock(&ctx->lock);
-    poll(&pfd, 1, timeout_ms);
+    poll(pfd, KUCX_PLANES, timeout_ms);
     pthread_mutex_lock(&ctx->lock);
 }
 

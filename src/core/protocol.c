@@ -55,11 +55,33 @@ static void protocol_nothing_in_flight(kvx_ctx_t *ctx, peer_t *peer, const msg_t
     }
 }
 
+/* A prefill rank that failed before this decode rank's grant reached it
+ * cannot name the room's incarnation: its FAIL carries nonce 0. It is taken
+ * while the room waits for that rank's answer to the grant. */
+static int protocol_pre_grant_fail(const room_t *room, const peer_t *peer, const msg_t *m)
+{
+    if (m->hdr.type != MSG_FAIL || m->hdr.nonce != 0 || room->state != KVX_ROOM_BOOTSTRAPPING) {
+        return 0;
+    }
+    for (unsigned i = 0; i < room->nsources; i++) {
+        if (room->sources[i].peer == peer) {
+            return !room->sources[i].accepted;
+        }
+    }
+    return 0;
+}
+
 static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf,
                               size_t len)
 {
     room_t *room = room_find(ctx, m->hdr.room);
 
+    if (room == NULL && ctx->role == KVX_ROLE_PREFILL && m->hdr.type == MSG_PREALLOC) {
+        /* A room the application closed before this grant came still
+         * answers it (sender_on_prealloc: FAIL and DRAINED). */
+        room = hmap_get(&ctx->rooms, m->hdr.room);
+        room = room != NULL && room->closed && room->user_open ? room : NULL;
+    }
     if (room == NULL || !room->user_open) {
         if (ctx->role == KVX_ROLE_PREFILL &&
             (m->hdr.type == MSG_PREALLOC || m->hdr.type == MSG_FAIL)) {
@@ -79,7 +101,8 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
         ctx->bad_msgs++;
         return;
     }
-    if (room->side == KVX_ROLE_DECODE && m->hdr.nonce != room->nonce) {
+    if (room->side == KVX_ROLE_DECODE && m->hdr.nonce != room->nonce &&
+        !protocol_pre_grant_fail(room, peer, m)) {
         kvx_rdebug(room->id, "dropping a %s from %s of an earlier incarnation of the room",
                    msg_type_name(m->hdr.type), peer->name);
         return;
@@ -87,10 +110,19 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
     if (m->hdr.type == MSG_FAIL) {
         /* The peer's record is the root cause: keep its origin. */
         room_fail(ctx, room, &m->u.failure, 1);
+        if (room->side == KVX_ROLE_PREFILL) {
+            /* The FAIL names the decode room's incarnation: now that rank
+             * can be told nothing is in flight, even if this room had
+             * failed before. */
+            sender_learn_nonce(room, peer, m->hdr.nonce);
+            sender_drain(ctx, room);
+        }
     } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_PREALLOC) {
         sender_on_prealloc(ctx, room, peer, m);
     } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_RECEIVED) {
         sender_on_received(ctx, room, peer);
+    } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_VERDICT) {
+        sender_on_verdict(ctx, room, &m->u.failure);
     } else if (room->side == KVX_ROLE_DECODE) {
         receiver_on_msg(ctx, room, peer, m);
     } else {
@@ -145,6 +177,8 @@ ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     peer->last_heard = kvx_now_ns();
+    kvx_trace("recv %s room %llu from %s", msg_type_name(m.hdr.type),
+              (unsigned long long)m.hdr.room, peer->name);
     protocol_dispatch(ctx, peer, &m, data, length);
     return UCS_OK;
 }

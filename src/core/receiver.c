@@ -32,6 +32,7 @@ static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
     default:
         break;
     }
+    room->granted = 1;
     for (unsigned i = 0; i < room->nsources; i++) {
         source_t *s = &room->sources[i];
         size_t len;
@@ -141,7 +142,7 @@ static void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
     if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING) {
         return;
     }
-    for (unsigned i = 0; i < room->nsources; i++) {
+    for (unsigned i = 0; i < room->nsources && room->granted; i++) {
         const source_t *s = &room->sources[i];
 
         if (s->pair.writes && !s->done && !s->drained) {
@@ -190,7 +191,9 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
         ctx->bad_msgs++;
         return;
     }
-    if (m->hdr.type == MSG_DRAINED) {
+    /* DRAINED, and DONE (the writer flushed), prove nothing of this writer
+     * is in flight, whatever happened to the room meanwhile. */
+    if (m->hdr.type == MSG_DRAINED || (m->hdr.type == MSG_DONE && room_terminal(room))) {
         s->drained = 1;
         receiver_update_pages(ctx, room);
         return;

@@ -137,6 +137,7 @@ void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify)
     room->failure = *f;
     room->failure.room_id = room->id;
     room->failure.has_room = 1;
+    room->before_fail = room->state;
     room->state = KVX_ROOM_FAILED;
     room->entered = kvx_now_ns();
     kvx_failure_format(&room->failure, line, sizeof(line));
@@ -181,12 +182,22 @@ void room_free(kvx_ctx_t *ctx, room_t *room)
     free(room);
 }
 
+/* A closed prefill room whose grants did not all come yet keeps answering
+ * them (FAIL, DRAINED) until they do or the bootstrap deadline passes: a
+ * decode rank must never wait for a writer that forgot its room. */
+static int room_answers_grants(const kvx_ctx_t *ctx, const room_t *room)
+{
+    return room->side == KVX_ROLE_PREFILL && room->user_open && room->ngranted < room->ntargets &&
+           kvx_now_ns() - room->entered <= ctx->cfg.bootstrap_timeout;
+}
+
 void room_release(kvx_ctx_t *ctx, room_t *room)
 {
     /* A closed room lives on while UCX operations reference it and while it
      * holds a place in the agreement vector (the other TP ranks may still
      * hold the room: its final state is still contributed). */
-    if (room->closed && room->refs == 0 && room->slot < 0 && !agree_in_round(ctx)) {
+    if (room->closed && room->refs == 0 && room->slot < 0 && !agree_in_round(ctx) &&
+        !room_answers_grants(ctx, room)) {
         room_free(ctx, room);
     }
 }
@@ -244,6 +255,14 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
         room_t *room = ctx->rooms.slots[i].value;
         uint64_t timeout;
 
+        if (room != NULL && room->closed && room->user_open) {
+            if (!room_answers_grants(ctx, room) && room->refs == 0 && room->slot < 0 &&
+                !agree_in_round(ctx)) {
+                room_free(ctx, room);
+                i--; /* backward-shift deletion moved an entry into slot i */
+            }
+            continue;
+        }
         if (room == NULL || room->closed) {
             continue;
         }
@@ -260,8 +279,7 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
         /* A prefill room whose pages were all delivered waits for the decode's
          * receipt without a deadline: the decode's own deadline covers it. */
         if (timeout != 0 && !room_terminal(room) && now - room->entered > timeout &&
-            !(room->side == KVX_ROLE_PREFILL && room->ntargets > 0 &&
-              room->ndone_sent == room->ntargets)) {
+            !sender_delivered(room)) {
             room_expire(ctx, room, now);
         }
         if (room->side == KVX_ROLE_PREFILL) {

@@ -306,6 +306,10 @@ kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t id, const char *reason)
     }
     if (room->state == KVX_ROOM_SUCCESS) {
         status = KVX_ERR_STATE;
+    } else if (sender_delivered(room) && room->state != KVX_ROOM_FAILED) {
+        /* The decode has every page: it decides, and may already have. */
+        kvx_rwarn(id, "abort refused: every page was delivered; the decode decides the outcome");
+        status = KVX_ERR_STATE;
     } else if (room->state != KVX_ROOM_FAILED) {
         failure_set_room(&f, id, KVX_ERR_ABORTED, KVX_STAGE_ABORT, NULL, "aborted by the %s: %s",
                          room->side == KVX_ROLE_PREFILL ? "prefill" : "decode",

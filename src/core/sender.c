@@ -142,6 +142,32 @@ static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
     sender_maybe_succeed(ctx, t->room);
 }
 
+void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root)
+{
+    if (!room_terminal(room)) {
+        room_fail(ctx, room, root, 1);
+    }
+    /* The decode instance's choice replaces this rank's own record: both
+     * instances then report one root cause. */
+    room->failure = *root;
+    room->verdict = 1;
+}
+
+int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
+{
+    if (room->verdict || !room->user_open || room->state != KVX_ROOM_FAILED) {
+        return 1;
+    }
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        if (room->targets[i].peer->lost) {
+            return 1; /* no verdict can come */
+        }
+    }
+    /* A decode instance that does not run agreement rounds must not hold
+     * this instance's outcome forever. */
+    return kvx_now_ns() - room->entered > 2 * ctx->cfg.peer_timeout;
+}
+
 void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
 {
     for (unsigned i = 0; i < room->ntargets; i++) {
@@ -333,11 +359,26 @@ static void sender_flush(kvx_ctx_t *ctx, target_t *t)
     sender_flushed(ctx, t, status == KVX_OK ? UCS_OK : ucs);
 }
 
+void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        if (room->targets[i].peer == peer && !room->targets[i].granted) {
+            room->targets[i].nonce = nonce;
+        }
+    }
+}
+
 void sender_drain(kvx_ctx_t *ctx, room_t *room)
 {
     for (unsigned i = 0; i < room->ntargets; i++) {
         target_t *t = &room->targets[i];
 
+        /* Without its grant nothing was written; the decode room is named
+         * by the nonce its FAIL carried (when it sent one). */
+        if (t->pair.writes && !t->granted && t->nonce != 0) {
+            sender_send_drained(ctx, t);
+            continue;
+        }
         /* A writer that said DONE has nothing in flight; a flush already
          * posted says DRAINED when it completes. */
         if (!t->pair.writes || !t->granted || t->done_sent || t->drained_sent || t->flushing) {
@@ -592,6 +633,7 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         void *fail = msg_new_fail(ctx->rank, room->id, t->nonce, &room->failure, &len);
 
         t->granted = 1;
+        room->ngranted++;
         if (fail != NULL) {
             peer_send(ctx, peer, fail, len);
         }

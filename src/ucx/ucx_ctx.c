@@ -56,7 +56,7 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
     ucs_status_t rc;
 
     memset(u, 0, sizeof(*u));
-    u->efd = -1;
+    u->efd[KUCX_DATA] = u->efd[KUCX_CTRL] = -1;
     /* No prefix: kvx's UCX context reads the user's UCX_* variables (and
      * the UCX_NET_DEVICES the topology chose) like any UCX program. */
     rc = ucp_config_read(NULL, NULL, &config);
@@ -75,14 +75,16 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
     }
     wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    rc = ucp_worker_create(u->context, &wparams, &u->worker);
-    if (rc != UCS_OK) {
-        ucp_cleanup(u->context);
-        return kucx_fail(why, "ucp_worker_create", rc);
-    }
-    if (ucp_worker_get_efd(u->worker, &u->efd) != UCS_OK) {
-        kvx_info("UCX worker has no event fd: the progress thread will poll");
-        u->efd = -1;
+    for (int w = 0; w < KUCX_PLANES; w++) {
+        rc = ucp_worker_create(u->context, &wparams, &u->worker[w]);
+        if (rc != UCS_OK) {
+            kucx_ctx_cleanup(u);
+            return kucx_fail(why, "ucp_worker_create", rc);
+        }
+        if (ucp_worker_get_efd(u->worker[w], &u->efd[w]) != UCS_OK) {
+            kvx_info("UCX worker has no event fd: the progress thread will poll");
+            u->efd[w] = -1;
+        }
     }
     cattr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
     if (ucp_context_query(u->context, &cattr) == UCS_OK) {
@@ -91,42 +93,54 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
     return KVX_OK;
 }
 
+void kucx_workers_destroy(kucx_ctx_t *u)
+{
+    for (int w = 0; w < KUCX_PLANES; w++) {
+        if (u->worker[w] != NULL) {
+            ucp_worker_destroy(u->worker[w]);
+            u->worker[w] = NULL;
+        }
+        u->efd[w] = -1;
+    }
+}
+
 void kucx_ctx_cleanup(kucx_ctx_t *u)
 {
-    if (u->worker != NULL) {
-        ucp_worker_destroy(u->worker);
-    }
+    kucx_workers_destroy(u);
     if (u->context != NULL) {
         ucp_cleanup(u->context);
     }
     memset(u, 0, sizeof(*u));
-    u->efd = -1;
+    u->efd[KUCX_DATA] = u->efd[KUCX_CTRL] = -1;
 }
 
 unsigned kucx_progress(kucx_ctx_t *u)
 {
-    return ucp_worker_progress(u->worker);
+    return ucp_worker_progress(u->worker[KUCX_CTRL]) + ucp_worker_progress(u->worker[KUCX_DATA]);
 }
 
 kvx_status_t kucx_arm(kucx_ctx_t *u)
 {
-    ucs_status_t rc = ucp_worker_arm(u->worker);
-
-    return rc == UCS_OK ? KVX_OK : KVX_ERR_BUSY;
+    for (int w = 0; w < KUCX_PLANES; w++) {
+        if (ucp_worker_arm(u->worker[w]) != UCS_OK) {
+            return KVX_ERR_BUSY;
+        }
+    }
+    return KVX_OK;
 }
 
 void kucx_signal(kucx_ctx_t *u)
 {
-    if (u->efd >= 0) {
-        ucp_worker_signal(u->worker);
+    if (u->efd[KUCX_CTRL] >= 0) {
+        ucp_worker_signal(u->worker[KUCX_CTRL]);
     }
 }
 
-kvx_status_t kucx_worker_address(kucx_ctx_t *u, void **addr_p, size_t *len_p)
+kvx_status_t kucx_worker_address(kucx_ctx_t *u, kucx_plane_t plane, void **addr_p, size_t *len_p)
 {
     ucp_address_t *addr;
     size_t len;
-    kvx_status_t status = KVX_UCS_CALL(ucp_worker_get_address(u->worker, &addr, &len));
+    kvx_status_t status = KVX_UCS_CALL(ucp_worker_get_address(u->worker[plane], &addr, &len));
 
     if (status == KVX_OK) {
         *addr_p = addr;
@@ -135,9 +149,9 @@ kvx_status_t kucx_worker_address(kucx_ctx_t *u, void **addr_p, size_t *len_p)
     return status;
 }
 
-void kucx_worker_address_free(kucx_ctx_t *u, void *addr)
+void kucx_worker_address_free(kucx_ctx_t *u, kucx_plane_t plane, void *addr)
 {
-    ucp_worker_release_address(u->worker, (ucp_address_t *)addr);
+    ucp_worker_release_address(u->worker[plane], (ucp_address_t *)addr);
 }
 
 kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg)
@@ -149,5 +163,5 @@ kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, vo
     p.id = id;
     p.cb = cb;
     p.arg = arg;
-    return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker, &p));
+    return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker[KUCX_CTRL], &p));
 }

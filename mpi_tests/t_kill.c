@@ -1,0 +1,313 @@
+/*
+ * t_kill.c - a rank killed mid-transfer, under mpirun --enable-recovery.
+ *
+ *   t_kill decode   layout prefill:1x2,decode:2x2: decode[1].tp0 (rank 4) kills
+ *                   itself (SIGKILL) while rooms are in flight. Survivors fail
+ *                   exactly the rooms of decode[1], within 1 s, with the "lost"
+ *                   reason; rooms of decode[0] complete byte-exact; the lost
+ *                   rank's TP sibling enters no collective.
+ *   t_kill prefill  layout prefill:2x1,decode:1x1: KVX_FAULT kills prefill[1]
+ *                   (effect=kill) mid-transfer. Its rooms fail on the decode
+ *                   with the "lost" reason; their pages, which no writer can
+ *                   confirm are safe, are quarantined; rooms of prefill[0]
+ *                   complete byte-exact.
+ *
+ * Survivors cannot use MPI_COMM_WORLD once a rank died (any collective would
+ * hang), so each writes $KVXT_OUT/result.<rank>; the case's post step checks
+ * them (mpirun exits 0 under --enable-recovery whatever happened).
+ */
+#include <kvx.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+int tl_rank, tl_failures;
+
+#define ROOMS 24
+#define PAGES 32
+
+typedef struct room_slot {
+    uint64_t id;
+    int mine, other;
+    uint32_t pages[PAGES];
+    int concluded;
+    kvx_room_state_t state;
+    double failed_at;
+    char reason[512];
+} room_slot_t;
+
+static kvx_ctx_t *ctx;
+static kvx_identity_t id;
+static kvp_geom_t g;
+static void *bufs[8];
+
+static void setup(void)
+{
+    kvx_ctx_params_t p;
+    kvx_failure_t why;
+    char line[512];
+
+    kvx_ctx_params_init(&p);
+    p.kv.layers = 2;
+    p.kv.page_size = 64;
+    p.kv.kv_heads = 4;
+    p.kv.head_dim = 64;
+    p.num_pages = ROOMS * PAGES;
+    p.aux_slots = ROOMS;
+    p.aux_item_size = 8;
+    if (kvx_ctx_create(MPI_COMM_WORLD, &p, &ctx, &why) != KVX_OK) {
+        kvx_failure_format(&why, line, sizeof(line));
+        fprintf(stderr, "rank %d: create: %s\n", tl_rank, line);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    kvx_ctx_identity(ctx, &id);
+    g.kv = p.kv;
+    g.num_pages = p.num_pages;
+    g.elem = 2;
+    kvx_ctx_heads(ctx, &g.first_head, &g.heads);
+    for (unsigned b = 0; b < 4; b++) {
+        kvx_ctx_kv_buffer(ctx, b / 2, b % 2, &bufs[b], NULL);
+    }
+}
+
+/* Room r joins prefill instance r % P and decode instance (r / P) % D. */
+static void plan_rooms(room_slot_t *rooms)
+{
+    for (int r = 0; r < ROOMS; r++) {
+        int pi = r % id.prefill_instances, di = (r / id.prefill_instances) % id.decode_instances;
+
+        rooms[r].id = 7000 + (uint64_t)r;
+        rooms[r].mine = id.role == KVX_ROLE_PREFILL ? pi == id.instance : di == id.instance;
+        rooms[r].other = id.role == KVX_ROLE_PREFILL ? di : pi;
+        for (int p = 0; p < PAGES; p++) {
+            rooms[r].pages[p] = (uint32_t)(r * PAGES + (PAGES - 1 - p));
+        }
+    }
+}
+
+static void open_rooms(room_slot_t *rooms)
+{
+    for (int r = 0; r < ROOMS; r++) {
+        room_slot_t *s = &rooms[r];
+
+        if (!s->mine) {
+            continue;
+        }
+        if (id.role == KVX_ROLE_DECODE) {
+            TL_CHECK(kvx_room_recv_open(ctx, s->id, s->other, s->pages, PAGES, r) == KVX_OK,
+                     "recv_open");
+            continue;
+        }
+        TL_CHECK(kvx_room_send_open(ctx, s->id, s->other, PAGES) == KVX_OK, "send_open");
+        kvp_pages(&g, bufs, 2, s->id, s->pages, PAGES, 0, 1);
+    }
+}
+
+/* The prefill hands its pages over in 4 chunks per room, rooms interleaved. */
+static void send_rooms(room_slot_t *rooms)
+{
+    for (int c = 0; c < 4 && id.role == KVX_ROLE_PREFILL; c++) {
+        for (int r = 0; r < ROOMS; r++) {
+            uint64_t aux = kvp_aux(rooms[r].id);
+
+            if (rooms[r].mine) {
+                kvx_room_send_chunk(ctx, rooms[r].id, rooms[r].pages + c * (PAGES / 4), PAGES / 4,
+                                    c == 3 ? &aux : NULL, c == 3 ? sizeof(aux) : 0);
+            }
+        }
+        usleep(20000);
+    }
+}
+
+/* Polls and runs agreement rounds (while the TP communicator is whole) until
+ * every room of this rank concluded; notes when each failed. */
+static void conclude(room_slot_t *rooms, double limit)
+{
+    uint64_t ids[ROOMS];
+    kvx_agreed_t out[ROOMS];
+    double start = tl_now();
+    int n = 0, pending = 1;
+
+    for (int r = 0; r < ROOMS; r++) {
+        if (rooms[r].mine) {
+            ids[n++] = rooms[r].id;
+        }
+    }
+    while (pending && tl_now() - start < limit) {
+        pending = 0;
+        kvx_status_t ast = tl_agree_round(ctx, ids, (size_t)n, out);
+
+        /* A lost TP sibling: no collective is entered, and the round reports
+         * the outcomes the loss concluded. */
+        TL_CHECK(ast == KVX_OK || ast == KVX_ERR_PEER_LOST, "agree: %s", kvx_status_name(ast));
+        for (int r = 0, i = 0; r < ROOMS; r++) {
+            room_slot_t *s = &rooms[r];
+            kvx_room_state_t st;
+
+            if (!s->mine) {
+                continue;
+            }
+            kvx_room_poll(ctx, s->id, &st);
+            s->concluded = (ast == KVX_OK || ast == KVX_ERR_PEER_LOST) && out[i].status == KVX_OK &&
+                           (out[i].state == KVX_ROOM_SUCCESS || out[i].state == KVX_ROOM_FAILED);
+            s->state = out[i].state;
+            if ((st == KVX_ROOM_FAILED || s->state == KVX_ROOM_FAILED) && s->failed_at == 0) {
+                s->failed_at = tl_now();
+                tl_failure_line(ctx, s->id, s->reason, sizeof(s->reason));
+            }
+            pending |= !s->concluded;
+            i++;
+        }
+        usleep(1000);
+    }
+}
+
+static double read_kill_time(void)
+{
+    char path[4096];
+    double t = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/kill_time", getenv("KVXT_OUT"));
+    f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &t) != 1) {
+            t = 0;
+        }
+        fclose(f);
+    }
+    return t;
+}
+
+/* Writes what this survivor saw; the case's post step reads it. */
+static void report(room_slot_t *rooms, int victim_rank, const char *victim_name)
+{
+    char path[4096];
+    double t_kill = read_kill_time(), worst = 0;
+    int ok = 0, failed = 0;
+    FILE *f;
+
+    for (int r = 0; r < ROOMS; r++) {
+        room_slot_t *s = &rooms[r];
+        int involved = id.role == KVX_ROLE_PREFILL
+                           ? (victim_rank >= 0 && s->other == 1)
+                           : (victim_rank >= 0 && (id.instance == 1 || s->other == 1));
+
+        if (!s->mine) {
+            continue;
+        }
+        TL_CHECK(s->concluded, "room %llu did not conclude", (unsigned long long)s->id);
+        if (involved) {
+            TL_CHECK(s->state == KVX_ROOM_FAILED && strstr(s->reason, victim_name) != NULL &&
+                         strstr(s->reason, " lost: ") != NULL,
+                     "room %llu: %s, '%s'", (unsigned long long)s->id,
+                     kvx_room_state_name(s->state), s->reason);
+            if (s->failed_at > 0 && t_kill > 0) {
+                worst = s->failed_at - t_kill > worst ? s->failed_at - t_kill : worst;
+            }
+            failed++;
+        } else {
+            TL_CHECK(s->state == KVX_ROOM_SUCCESS, "room %llu: %s (%s)", (unsigned long long)s->id,
+                     kvx_room_state_name(s->state), s->reason);
+            if (id.role == KVX_ROLE_DECODE && s->state == KVX_ROOM_SUCCESS) {
+                TL_CHECK(kvp_pages(&g, bufs, 2, s->id, s->pages, PAGES, 0, 0) == 0,
+                         "room %llu bytes differ", (unsigned long long)s->id);
+            }
+            ok++;
+        }
+    }
+    TL_CHECK(worst < 1.0, "a room failed %.3f s after the kill", worst);
+    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f,
+                "%s rank %d: %d rooms SUCCESS, %d FAILED with the lost reason, slowest "
+                "detection %.0f ms after the kill\n",
+                tl_failures == 0 ? "OK" : "FAIL", tl_rank, ok, failed, worst * 1e3);
+        fclose(f);
+    }
+    printf("rank %d: %d SUCCESS, %d FAILED, slowest %.0f ms after the kill%s\n", tl_rank, ok,
+           failed, worst * 1e3, tl_failures ? " -- FAILED CHECKS" : "");
+}
+
+static void scenario_decode(void)
+{
+    room_slot_t rooms[ROOMS];
+    int victim = 4;
+
+    memset(rooms, 0, sizeof(rooms));
+    setup();
+    plan_rooms(rooms);
+    open_rooms(rooms);
+    MPI_Barrier(MPI_COMM_WORLD); /* the last collective on a whole world */
+    if (tl_rank == victim) {
+        char path[4096];
+        FILE *f;
+
+        usleep(30000); /* pages are flowing */
+        snprintf(path, sizeof(path), "%s/kill_time", getenv("KVXT_OUT"));
+        f = fopen(path, "w");
+        fprintf(f, "%.6f\n", tl_now());
+        fclose(f);
+        kill(getpid(), SIGKILL);
+    }
+    send_rooms(rooms);
+    conclude(rooms, 20.0);
+    report(rooms, victim, "decode[1].tp0 (rank 4)");
+}
+
+static void scenario_prefill(void)
+{
+    room_slot_t rooms[ROOMS];
+    kvx_status_t st;
+    int quarantined = 0;
+
+    memset(rooms, 0, sizeof(rooms));
+    setup();
+    plan_rooms(rooms);
+    open_rooms(rooms);
+    MPI_Barrier(MPI_COMM_WORLD);
+    send_rooms(rooms); /* prefill[1] dies here: KVX_FAULT effect=kill */
+    conclude(rooms, 20.0);
+    for (int r = 0; r < ROOMS && id.role == KVX_ROLE_DECODE; r++) {
+        if (rooms[r].other == 1) {
+            double start = tl_now();
+
+            /* No writer can say its pages are safe: they end quarantined. */
+            while ((st = kvx_room_close(ctx, rooms[r].id)) == KVX_ERR_BUSY &&
+                   tl_now() - start < 10) {
+                usleep(10000);
+            }
+            quarantined += st == KVX_ERR_QUARANTINED;
+            TL_CHECK(st == KVX_ERR_QUARANTINED || st == KVX_OK, "close: %s", kvx_status_name(st));
+        }
+    }
+    if (id.role == KVX_ROLE_DECODE) {
+        printf("decode: %d rooms of the killed prefill quarantined their pages\n", quarantined);
+        TL_CHECK(quarantined > 0, "no room was quarantined");
+    }
+    report(rooms, 1, "prefill[1].tp0 (rank 1)");
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &tl_rank);
+    if (argc > 1 && strcmp(argv[1], "decode") == 0) {
+        scenario_decode();
+    } else if (argc > 1 && strcmp(argv[1], "prefill") == 0) {
+        scenario_prefill();
+    } else {
+        fprintf(stderr, "usage: t_kill decode|prefill\n");
+        return 2;
+    }
+    /* Destroy waits only for live peers; MPI_Finalize with a dead rank is
+     * what --enable-recovery is for. */
+    kvx_ctx_destroy(ctx);
+    MPI_Finalize();
+    return tl_failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,145 @@
+/*
+ * testlib.h - helpers the multi-rank test programs share: checks that count
+ * failures, a clock, a page allocator that fragments, and an agreement loop.
+ * Tests use the public API only.
+ */
+#ifndef KVX_TESTS_TESTLIB_H
+#define KVX_TESTS_TESTLIB_H
+
+#include <kvx.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kvpattern.h"
+
+extern int tl_rank, tl_failures;
+
+#define TL_CHECK(cond, ...)                                                                    \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "rank %d: %s:%d: check failed: %s: ", tl_rank, __FILE__, __LINE__, \
+                    #cond);                                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fprintf(stderr, "\n");                                                             \
+            tl_failures++;                                                                     \
+        }                                                                                      \
+    } while (0)
+
+static inline double tl_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline uint64_t tl_rng(uint64_t *s)
+{
+    *s += 0x9e3779b97f4a7c15ull;
+    return kvp_mix(*s);
+}
+
+/* Pages taken at random from the free set: every rank of an instance runs
+ * the same sequence, so they agree on page ids. */
+typedef struct tl_alloc {
+    uint32_t *free;
+    size_t nfree;
+    uint64_t rng;
+} tl_alloc_t;
+
+static inline void tl_alloc_init(tl_alloc_t *a, size_t n, uint64_t seed)
+{
+    a->free = malloc(n * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) {
+        a->free[i] = (uint32_t)i;
+    }
+    a->nfree = n;
+    a->rng = seed;
+}
+
+static inline uint32_t *tl_alloc_take(tl_alloc_t *a, size_t n)
+{
+    uint32_t *pages = malloc(n * sizeof(uint32_t));
+
+    for (size_t i = 0; i < n; i++) {
+        size_t j = tl_rng(&a->rng) % a->nfree;
+
+        pages[i] = a->free[j];
+        a->free[j] = a->free[--a->nfree];
+    }
+    return pages;
+}
+
+static inline void tl_alloc_give(tl_alloc_t *a, uint32_t *pages, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        a->free[a->nfree++] = pages[i];
+    }
+    free(pages);
+}
+
+static inline const char *tl_failure_line(kvx_ctx_t *ctx, uint64_t id, char *buf, size_t len)
+{
+    kvx_failure_t f;
+
+    if (kvx_room_failure(ctx, id, &f) != KVX_OK) {
+        snprintf(buf, len, "(no failure)");
+    } else {
+        kvx_failure_format(&f, buf, len);
+    }
+    return buf;
+}
+
+/* One round of agreement, driven to completion. */
+static inline kvx_status_t tl_agree_round(kvx_ctx_t *ctx, const uint64_t *ids, size_t n,
+                                          kvx_agreed_t *out)
+{
+    kvx_agree_t *a;
+    kvx_status_t st = kvx_agree_start(ctx, ids, n, &a);
+
+    if (st != KVX_OK) {
+        return st;
+    }
+    st = kvx_agree_wait(a, out);
+    kvx_agree_free(a);
+    return st;
+}
+
+/* Rounds until every room of ids is agreed SUCCESS or FAILED on every TP
+ * rank (decided together over the TP communicator, so all ranks run the
+ * same number of rounds), or limit seconds. Returns 1 when all concluded. */
+static inline int tl_agree_all(kvx_ctx_t *ctx, const uint64_t *ids, size_t n, kvx_agreed_t *out,
+                               double limit)
+{
+    double start = tl_now();
+    MPI_Comm tp = kvx_ctx_tp_comm(ctx);
+
+    for (;;) {
+        int done = 1, all = 0, timeout;
+        kvx_status_t st = tl_agree_round(ctx, ids, n, out);
+
+        if (st != KVX_OK) {
+            return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+            done &= out[i].status == KVX_OK &&
+                    (out[i].state == KVX_ROOM_SUCCESS || out[i].state == KVX_ROOM_FAILED);
+        }
+        timeout = tl_now() - start > limit;
+        done = done ? 1 : timeout ? 2 : 0;
+        MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, tp);
+        if (all >= 1) {
+            int any_timeout = done == 2;
+
+            MPI_Allreduce(MPI_IN_PLACE, &any_timeout, 1, MPI_INT, MPI_MAX, tp);
+            return !any_timeout && all == 1;
+        }
+        usleep(200);
+    }
+}
+
+#endif
