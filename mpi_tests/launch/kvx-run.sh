@@ -111,8 +111,8 @@ check "root gets --allow-run-as-root, 4 ranks on 2 cores --oversubscribe" 0 \
 FAKE_UID=1000 FAKE_CORES=4 kvx --layout prefill:1x2,decode:1x2 --dry-run -- prog
 check "a user on 4 cores gets neither flag" 0 'KVX_LAYOUT=prefill:1x2,decode:1x2 mpirun -np 4 -x KVX_LAYOUT prog$'
 FAKE_CORES=8 kvx --layout prefill:01x2,decode:1x2 --tolerate-failures --dry-run -- prog
-check "--tolerate-failures adds --enable-recovery; layout normalized" 0 \
-    'KVX_LAYOUT=prefill:1x2,decode:1x2 mpirun --allow-run-as-root --enable-recovery -np 4'
+check "--tolerate-failures adds --enable-recovery and skips the finalize fence; layout normalized" 0 \
+    'KVX_LAYOUT=prefill:1x2,decode:1x2 mpirun --allow-run-as-root --enable-recovery --mca async_mpi_finalize 1 -np 4'
 KVX_LOG_LEVEL=info UCX_TLS=shm FAKE_CORES=8 kvx --layout prefill:1x1,decode:1x1 --dry-run -- prog
 check "KVX_* and UCX_* variables are forwarded with -x" 0 '-x KVX_LAYOUT -x KVX_LOG_LEVEL -x UCX_TLS prog$'
 FAKE_CORES=8 kvx --layout prefill:1x1,decode:1x1 --dry-run -- --mca btl self -- prog 'a b' -- c
@@ -134,7 +134,7 @@ check "without srun pmix: mpirun inside the allocation, and says so" 0 \
     'srun offers no pmix plugin' 'mpirun --allow-run-as-root -np 4 -x KVX_LAYOUT prog$'
 slurm1 --layout prefill:1x2,decode:1x2 --tolerate-failures --dry-run -- prog
 check "--tolerate-failures uses mpirun --enable-recovery inside Slurm" 0 \
-    'srun would cancel the step' 'mpirun --allow-run-as-root --enable-recovery -np 4 '
+    'srun would cancel the step' 'mpirun --allow-run-as-root --enable-recovery --mca async_mpi_finalize 1 -np 4 '
 slurm1 --layout prefill:1x2,decode:1x2 --launcher srun --tolerate-failures --dry-run -- prog
 check "--launcher srun with --tolerate-failures is refused" 2 'needs mpirun'
 kvx --layout prefill:1x2,decode:1x2 --launcher srun --dry-run -- prog

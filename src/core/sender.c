@@ -147,9 +147,12 @@ void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root)
     if (!room_terminal(room)) {
         room_fail(ctx, room, root, 1);
     }
-    /* The decode instance's choice replaces this rank's own record: both
-     * instances then report one root cause. */
-    room->failure = *root;
+    /* The decode instance's choice replaces this rank's own record, so both
+     * instances report one root cause -- unless this instance had to
+     * conclude without it: an agreed outcome is final. */
+    if (!room->agreed) {
+        room->failure = *root;
+    }
     room->verdict = 1;
 }
 
@@ -164,8 +167,9 @@ int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
         }
     }
     /* A decode instance that does not run agreement rounds must not hold
-     * this instance's outcome forever. */
-    return kvx_now_ns() - room->entered > 2 * ctx->cfg.peer_timeout;
+     * this instance's outcome forever: after 10 peer timeouts it concludes
+     * alone (and the two instances may then name different root causes). */
+    return kvx_now_ns() - room->entered > 10 * ctx->cfg.peer_timeout;
 }
 
 void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
