@@ -13,6 +13,7 @@
 #include "kvlayout.h"
 #include "msg.h"
 #include "plan.h"
+#include "staging.h"
 #include "ucx/kvx_ucx.h"
 #include "util/cfg.h"
 #include "util/hmap.h"
@@ -73,6 +74,13 @@ typedef struct target {
     uint64_t puts, bytes;
     struct target *pump_next;
     int pumping; /* queued on peer->pump_* */
+    /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
+    plan_mode_t mode;
+    uint32_t pack_page;     /* pages of the current run posted */
+    size_t pack_pos;        /* position of the current run in the room's pages */
+    unsigned pack_inflight; /* data messages still reading the source pages */
+    int pack_waiting;       /* queued on ctx->pack_wait_* */
+    struct target *pack_next;
 } target_t;
 
 /* Receiver side: one prefill rank a decode room talks to. */
@@ -80,6 +88,8 @@ typedef struct source {
     peer_t *peer;
     plan_pair_t pair;
     int accepted, done;
+    int complete;      /* done, and all its data unpacked (unpack.c) */
+    uint64_t unpacked; /* bytes of data messages unpacked */
 } source_t;
 
 /* A message that arrived before its room was opened, replayed at open. */
@@ -169,6 +179,12 @@ struct kvx_ctx {
     int progress_running, stopping;
     uint64_t next_nonce;
     int api_waiting; /* API threads waiting for the lock (atomic) */
+    /* Staging (pack.c, unpack.c): packed puts, data message headers, landings. */
+    staging_t staging;
+    target_t *pack_wait_head, *pack_wait_tail; /* waiting for a slot or their data */
+    struct landing *land_head, *land_tail;     /* data waiting for a slot to land in */
+    unsigned landing;                          /* data messages being received */
+    int pack_kick;                             /* a slot or a data message completed */
 };
 
 #define KVX_CTX_MAGIC 0x6b76782d63747821ull
@@ -224,11 +240,42 @@ kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, s
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
 /* Posts what flow control allows for every target queued on peer. */
 void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
+/* For pack.c: */
+void sender_pump(kvx_ctx_t *ctx, target_t *t);
+int sender_next_batch(target_t *t);
+void sender_account(target_t *t, size_t len, kvx_status_t posted);
+void sender_put_cb(void *request, ucs_status_t status, void *user);
+void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
+                 ucs_status_t ucs, const char *what);
 
 /* ---- receiver.c ---- */
 kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
                            int64_t aux_slot);
 void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+/* Counts a writer complete once it said DONE and its data is unpacked. */
+void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s);
+
+/* ---- pack.c: the sender side of packed puts and data messages ---- */
+/* Sets up staging when this rank's pairs need it (end of bootstrap). */
+kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why);
+void pack_cleanup(kvx_ctx_t *ctx);
+/* Posts t's next packed put or data message: 1 posted, 0 nothing left in
+ * the batch, -1 stop (failed, or waiting for staging). */
+int pack_post(kvx_ctx_t *ctx, target_t *t);
+/* No data message of t still reads its source pages. */
+int pack_quiet(const target_t *t);
+/* Resumes waiting targets and landings (progress thread); returns work done. */
+unsigned pack_progress(kvx_ctx_t *ctx);
+
+/* ---- unpack.c: the receiver side of data messages ---- */
+ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param);
+/* Every byte the source sends to be unpacked here was unpacked. */
+int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s);
+/* Lands data that waited for a slot; returns work done. */
+unsigned unpack_progress(kvx_ctx_t *ctx);
+/* Drops waiting data and waits for data being received (destroy). */
+void unpack_cleanup(kvx_ctx_t *ctx);
 
 /* ---- protocol.c ---- */
 /* The active-message handler: decodes, checks and dispatches a message. */

@@ -71,10 +71,28 @@ static int receiver_check_aux(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
     return 1;
 }
 
+/* DONE may overtake the writer's data messages (unpack.c): the writer is
+ * complete when both are in. */
+void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s)
+{
+    kvx_failure_t f;
+
+    if (!s->done || s->complete || room_terminal(room) || !unpack_source_done(ctx, room, s)) {
+        return;
+    }
+    s->complete = 1;
+    if (++room->ndone == room->nwriters) {
+        if (receiver_check_aux(ctx, room, &f)) {
+            room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+        } else {
+            room_fail(ctx, room, &f, 1);
+        }
+    }
+}
+
 void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
 {
     source_t *s = NULL;
-    kvx_failure_t f;
 
     for (unsigned i = 0; i < room->nsources && s == NULL; i++) {
         s = room->sources[i].peer == peer ? &room->sources[i] : NULL;
@@ -107,13 +125,7 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
             break;
         }
         s->done = 1;
-        if (++room->ndone == room->nwriters) {
-            if (receiver_check_aux(ctx, room, &f)) {
-                room_set_state(ctx, room, KVX_ROOM_SUCCESS);
-            } else {
-                room_fail(ctx, room, &f, 1);
-            }
-        }
+        receiver_source_complete(ctx, room, s);
         break;
     default:
         break;
