@@ -39,8 +39,9 @@ static void unpack_geom(const kvx_ctx_t *ctx, const source_t *s, plan_geom_t *g)
     plan_geom_init(g, s->peer->kvl, s->peer->num_pages, &ctx->my, ctx->num_pages, &s->pair);
 }
 
-/* Bytes a writer sends this rank in data messages over the whole room. */
-static uint64_t unpack_expected(const kvx_ctx_t *ctx, const room_t *room, const source_t *s)
+/* Bytes of one page a writer sends this rank in data messages; 0 when it
+ * does not send any (it puts). */
+static size_t unpack_page_bytes(const kvx_ctx_t *ctx, const source_t *s)
 {
     plan_geom_t g;
 
@@ -48,10 +49,13 @@ static uint64_t unpack_expected(const kvx_ctx_t *ctx, const room_t *room, const 
         return 0;
     }
     unpack_geom(ctx, s, &g);
-    if (plan_mode(&g) != PLAN_UNPACK) {
-        return 0;
-    }
-    return (uint64_t)room->npages * g.pair_page_bytes * ctx->my.kv.layers * ctx->my.comps;
+    return plan_mode(&g) == PLAN_UNPACK ? g.pair_page_bytes : 0;
+}
+
+/* Bytes a writer sends this rank in data messages over the whole room. */
+static uint64_t unpack_expected(const kvx_ctx_t *ctx, const room_t *room, const source_t *s)
+{
+    return (uint64_t)room->npages * unpack_page_bytes(ctx, s) * ctx->my.kv.layers * ctx->my.comps;
 }
 
 int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s)
@@ -85,7 +89,7 @@ static source_t *unpack_find(kvx_ctx_t *ctx, const msg_t *m, size_t len, room_t 
     peer_t *peer = peer_of_rank(ctx, m->hdr.src_rank);
     const msg_data_t *d = &m->u.data;
     source_t *s = NULL;
-    uint64_t expected;
+    size_t page_bytes;
 
     if (room == NULL || !room->user_open || room->side != KVX_ROLE_DECODE ||
         m->hdr.nonce != room->nonce || room_terminal(room) || peer == NULL) {
@@ -95,8 +99,8 @@ static source_t *unpack_find(kvx_ctx_t *ctx, const msg_t *m, size_t len, room_t 
     for (unsigned i = 0; i < room->nsources && s == NULL; i++) {
         s = room->sources[i].peer == peer ? &room->sources[i] : NULL;
     }
-    expected = s != NULL ? unpack_expected(ctx, room, s) : 0;
-    if (expected == 0) {
+    page_bytes = s != NULL ? unpack_page_bytes(ctx, s) : 0;
+    if (page_bytes == 0) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
                     "%s sent DATA but is not a writer that this rank unpacks", peer->name);
         return NULL;
@@ -108,8 +112,7 @@ static source_t *unpack_find(kvx_ctx_t *ctx, const msg_t *m, size_t len, room_t 
                     peer->name, d->pos, d->npages, room->npages);
         return NULL;
     }
-    if (len != (expected / room->npages / ctx->my.kv.layers / ctx->my.comps) * d->npages ||
-        s->unpacked + len > expected) {
+    if (len != page_bytes * d->npages || s->unpacked + len > unpack_expected(ctx, room, s)) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
                     "%s sent DATA of %zu bytes for pages [%u, +%u): not what its heads hold",
                     peer->name, len, d->pos, d->npages);
