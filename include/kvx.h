@@ -216,11 +216,11 @@ typedef enum kvx_attn { KVX_ATTN_MHA = 0, KVX_ATTN_MLA } kvx_attn_t;
  * where "fewer" and "more" compare the heads a decode rank holds with the
  * heads a prefill rank holds (with kv_heads=2, 4->2 holds 1 and 1: the first
  * column; 4->1 holds 1 and 2: the last), and per head means per head the
- * pair moves. None of these grows with page_size, and only HND with the
- * decode holding more heads grows with the number of pages: a decode page
- * interleaves two writers' heads, and a UCX put (contiguous on both sides in
- * UCX 1.13) cannot skip the other writer's part; each page is one put of
- * the writer's whole head slice, with no copy. A packed put copies the
+ * pair moves. Only HND with the decode holding more heads depends on the
+ * room's size (tokens / page_size puts): a decode page interleaves several
+ * writers' heads, and a UCX put (contiguous on both sides in UCX 1.13)
+ * cannot skip the other writers' parts; each page is one put of the
+ * writer's whole head slice, with no copy. A packed put copies the
  * writer's strided heads of the run into registered staging memory first
  * (KVX_STAGING_BYTES, reused under flow control). A data message carries
  * the run's contiguous source bytes to the decode rank, which copies each
