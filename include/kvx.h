@@ -192,8 +192,44 @@ typedef enum kvx_attn { KVX_ATTN_MHA = 0, KVX_ATTN_MLA } kvx_attn_t;
  *  - KVX_PAGE_HEAD_MAJOR: ((h * num_pages + p) * page_size + t) * head_dim + e
  * where heads is this rank's number of KV heads. HND keeps a head slice of
  * a page contiguous; HEAD_MAJOR keeps a head slice of a run of pages
- * contiguous, so the number of puts of a room does not grow with its pages
- * even when prefill and decode TP sizes differ.
+ * contiguous.
+ *
+ * Heterogeneous TP. Prefill and decode instances may have different TP
+ * sizes when one divides the other. Each decode rank receives exactly the
+ * heads it holds, each from one prefill rank (when several prefill ranks
+ * hold a head, because TP exceeds kv_heads, decode rank d takes it from the
+ * (d mod holders)-th; MLA's latent, which every rank holds, comes from
+ * prefill rank d mod prefill_tp, and the other prefill ranks conclude
+ * without writing). kvx computes who writes where and how many writers
+ * each decode rank waits for; the application does nothing different.
+ *
+ * Operations per room. The pages of a room (of a chunk, for chunked rooms)
+ * are merged into runs: consecutive pages that are consecutive in both
+ * pools. Per run and per (layer, component), a prefill rank posts:
+ *
+ *   layout       same heads per rank  decode holds fewer   decode holds more
+ *                (1->1, MLA)          (1->2, 2->4)         (2->1, 4->2, 4->1)
+ *   HND          1 put                1 packed put         1 put per page
+ *   NHD          1 put                1 packed put         1 data message
+ *   HEAD_MAJOR   1 put per head       1 put per head       1 put per head
+ *
+ * where "fewer" and "more" compare the heads a decode rank holds with the
+ * heads a prefill rank holds (with kv_heads=2, 4->2 holds 1 and 1: the first
+ * column; 4->1 holds 1 and 2: the last), and per head means per head the
+ * pair moves. Only HND with the decode holding more heads depends on the
+ * room's size (tokens / page_size puts): a decode page interleaves several
+ * writers' heads, and a UCX put (contiguous on both sides in UCX 1.13)
+ * cannot skip the other writers' parts; each page is one put of the
+ * writer's whole head slice, with no copy. A packed put copies the
+ * writer's strided heads of the run into registered staging memory first
+ * (KVX_STAGING_BYTES, reused under flow control). A data message carries
+ * the run's contiguous source bytes to the decode rank, which copies each
+ * token's heads into its pages (NHD interleaves writers within every token,
+ * so puts would be one per token). A packed put or a data message carries at
+ * most 4 MiB: a longer run takes one per 4 MiB. kvx_room_info() counts all
+ * of these as puts (and the aux row, when the room has one, as one more).
+ * HEAD_MAJOR is the layout that moves every TP ratio without any copy in a
+ * number of puts that does not depend on the room's pages.
  */
 typedef enum kvx_page_layout {
     KVX_PAGE_HND = 0,
@@ -436,7 +472,7 @@ typedef struct kvx_room_info {
     int peer_instance;
     size_t npages;                 /**< pages announced (sender) or granted (receiver) */
     size_t pages_sent;             /**< sender: pages handed over so far */
-    uint64_t puts;                 /**< sender: puts posted */
+    uint64_t puts;                 /**< sender: puts and data messages posted */
     uint64_t bytes;                /**< sender: bytes put */
     unsigned writers;              /**< receiver: prefill ranks expected to write */
     unsigned writers_done;         /**< receiver: of those, how many completed */

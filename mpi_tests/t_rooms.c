@@ -7,11 +7,16 @@
  * pattern of kvpattern.h into their pages; decode ranks check every byte of
  * the heads they hold and the aux row. Rooms run in waves of --concurrency.
  *
+ * --page-layout takes a list (hnd,nhd,head): the whole test runs once per
+ * page layout, each with a context of its own. --contiguous gives every room
+ * consecutive pages on both sides (one run); --no-verify neither computes
+ * nor checks the pattern, for measuring throughput.
+ *
  * Exit 0 only when every room succeeded on every rank and no byte differed.
  * Usage: t_rooms [--rooms N] [--pages MIN:MAX] [--chunks MAX] [--concurrency C]
  *                [--layers L] [--page-size P] [--kv-heads H] [--head-dim D]
- *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head]
- *                [--seed S] [--expect-puts-per-run N]
+ *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head[,...]]
+ *                [--contiguous] [--no-verify] [--seed S]
  * (the job layout comes from KVX_LAYOUT)
  */
 #include <kvx.h>
@@ -26,9 +31,12 @@
 #include "kvpattern.h"
 
 typedef struct opts {
-    int rooms, min_pages, max_pages, max_chunks, concurrency, no_pattern;
+    int rooms, min_pages, max_pages, max_chunks, concurrency;
     uint64_t seed;
     kvx_kv_layout_t kv;
+    kvx_page_layout_t layouts[3];
+    int nlayouts;
+    int contiguous, verify;
 } opts_t;
 
 typedef struct slot {
@@ -40,8 +48,11 @@ typedef struct slot {
     uint32_t *pages;
 } slot_t;
 
-static int rank, failures;
-static int no_pattern; /* --no-pattern: move bytes only, to time the transfer */
+static int rank, failures, verify = 1;
+/* Prefill ranks each decode rank must wait for, and whether this prefill
+ * rank writes at all (MLA: only ranks below the decode TP do). */
+static unsigned expect_writers;
+static int expect_silent;
 
 #define FAIL(...)                                    \
     do {                                             \
@@ -63,16 +74,35 @@ static void usage_exit(void)
     exit(2);
 }
 
+/* "hnd,nhd,head": the page layouts to run, in order. */
+static void parse_layouts(const char *arg, opts_t *o)
+{
+    char buf[64], *save = NULL;
+
+    snprintf(buf, sizeof(buf), "%s", arg);
+    o->nlayouts = 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+        if (o->nlayouts == 3) {
+            usage_exit();
+        }
+        o->layouts[o->nlayouts++] = !strcmp(tok, "nhd")    ? KVX_PAGE_NHD
+                                    : !strcmp(tok, "head") ? KVX_PAGE_HEAD_MAJOR
+                                    : !strcmp(tok, "hnd")  ? KVX_PAGE_HND
+                                                           : (usage_exit(), KVX_PAGE_HND);
+    }
+    if (o->nlayouts == 0) {
+        usage_exit();
+    }
+}
+
 static void parse(int argc, char **argv, opts_t *o)
 {
     static const struct option longs[] = {
-        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },
-        { "chunks", 1, 0, 'c' },      { "concurrency", 1, 0, 'C' },
-        { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
-        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },
-        { "dtype", 1, 0, 't' },       { "mla", 0, 0, 'm' },
-        { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
-        { "no-pattern", 0, 0, 'N' },  { 0, 0, 0, 0 }
+        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },       { "chunks", 1, 0, 'c' },
+        { "concurrency", 1, 0, 'C' }, { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
+        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },    { "dtype", 1, 0, 't' },
+        { "mla", 0, 0, 'm' },         { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
+        { "contiguous", 0, 0, 'g' },  { "no-verify", 0, 0, 'n' },   { 0, 0, 0, 0 }
     };
     int c;
 
@@ -88,6 +118,8 @@ static void parse(int argc, char **argv, opts_t *o)
     o->kv.kv_heads = 4;
     o->kv.head_dim = 32;
     o->kv.dtype = KVX_DTYPE_BF16;
+    o->nlayouts = 1;
+    o->verify = 1;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
         case 'r':
@@ -127,15 +159,16 @@ static void parse(int argc, char **argv, opts_t *o)
             o->kv.kv_heads = 1;
             break;
         case 'L':
-            o->kv.page_layout = !strcmp(optarg, "nhd")    ? KVX_PAGE_NHD
-                                : !strcmp(optarg, "head") ? KVX_PAGE_HEAD_MAJOR
-                                                          : KVX_PAGE_HND;
+            parse_layouts(optarg, o);
+            break;
+        case 'g':
+            o->contiguous = 1;
+            break;
+        case 'n':
+            o->verify = 0;
             break;
         case 's':
             o->seed = strtoull(optarg, NULL, 0);
-            break;
-        case 'N':
-            o->no_pattern = 1;
             break;
         default:
             usage_exit();
@@ -243,7 +276,7 @@ static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_ge
     if (role == KVX_ROLE_DECODE && st == KVX_ROOM_SUCCESS) {
         uint64_t aux = 0, want = kvp_aux(s->id);
         size_t len = 0,
-               bad = no_pattern ? 0 : kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0);
+               bad = verify ? kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0) : 0;
 
         if (bad > 0) {
             FAIL("room %llu: %zu bytes differ", (unsigned long long)s->id, bad);
@@ -256,8 +289,18 @@ static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_ge
             (*mismatches)++;
         }
     }
-    if (role == KVX_ROLE_PREFILL && kvx_room_info(ctx, s->id, &info) == KVX_OK) {
+    if (kvx_room_info(ctx, s->id, &info) != KVX_OK) {
+        FAIL("no info on room %llu", (unsigned long long)s->id);
+    } else if (role == KVX_ROLE_PREFILL) {
         *bytes += info.bytes;
+        if (expect_silent && info.puts > 0) {
+            FAIL("room %llu: %llu puts from a prefill rank that writes nothing",
+                 (unsigned long long)s->id, (unsigned long long)info.puts);
+        }
+    } else if (info.writers != expect_writers ||
+               (st == KVX_ROOM_SUCCESS && info.writers_done != info.writers)) {
+        FAIL("room %llu: %u writers (%u done), expected %u", (unsigned long long)s->id,
+             info.writers, info.writers_done, expect_writers);
     }
     if (kvx_room_close(ctx, s->id) != KVX_OK) {
         FAIL("cannot close room %llu", (unsigned long long)s->id);
@@ -284,7 +327,7 @@ static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_inde
         s->mine = 0;
         return;
     }
-    if (!no_pattern) {
+    if (verify) {
         kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 1);
     }
     for (int c = 0, done = 0; c < s->nchunks; c++) {
@@ -301,13 +344,38 @@ static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_inde
     }
 }
 
-int main(int argc, char **argv)
+/* The pages of the room in wave slot i: random free pages, or with
+ * --contiguous the slot's own consecutive range. */
+static uint32_t *take_pages(const opts_t *o, alloc_t *alloc, size_t n, int i)
+{
+    uint32_t *pages;
+
+    if (!o->contiguous) {
+        return alloc_take(alloc, n);
+    }
+    pages = malloc(n * sizeof(uint32_t));
+    for (size_t k = 0; k < n; k++) {
+        pages[k] = (uint32_t)((size_t)i * (size_t)o->max_pages + k);
+    }
+    return pages;
+}
+
+static void give_pages(const opts_t *o, alloc_t *alloc, uint32_t *pages, size_t n)
+{
+    if (o->contiguous) {
+        free(pages);
+    } else {
+        alloc_give(alloc, pages, n);
+    }
+}
+
+/* One run of the whole test with one page layout; 0 when it passed. */
+static int run_layout(const opts_t *o, kvx_page_layout_t layout)
 {
     kvx_ctx_params_t params;
     kvx_identity_t id;
     kvx_failure_t why;
     kvx_ctx_t *ctx;
-    opts_t o;
     kvp_geom_t g;
     alloc_t alloc;
     unsigned comps;
@@ -315,59 +383,66 @@ int main(int argc, char **argv)
     slot_t *wave;
     size_t mismatches = 0, tot_mismatch = 0;
     uint64_t bytes = 0, tot_bytes = 0;
-    int ok = 0, tot_ok = 0, tot_fail = 0, mine_total = 0, tot_mine = 0;
+    int ok = 0, tot_ok = 0, tot_fail = 0, mine_total = 0, tot_mine = 0, failed;
+    int failures_before = failures;
     double t0, t1;
     char line[512];
 
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    parse(argc, argv, &o);
-    no_pattern = o.no_pattern;
     kvx_ctx_params_init(&params);
-    params.kv = o.kv;
-    params.num_pages = (size_t)o.concurrency * (size_t)o.max_pages * 3 / 2 + 8;
-    params.aux_slots = (size_t)o.concurrency;
+    params.kv = o->kv;
+    params.kv.page_layout = layout;
+    params.num_pages = (size_t)o->concurrency * (size_t)o->max_pages * 3 / 2 + 8;
+    params.aux_slots = (size_t)o->concurrency;
     params.aux_item_size = sizeof(uint64_t);
     if (kvx_ctx_create(MPI_COMM_WORLD, &params, &ctx, &why) != KVX_OK) {
         kvx_failure_format(&why, line, sizeof(line));
         fprintf(stderr, "t_rooms: rank %d: kvx_ctx_create: %s\n", rank, line);
-        MPI_Finalize();
         return 1;
     }
     kvx_ctx_identity(ctx, &id);
-    comps = o.kv.attn == KVX_ATTN_MLA ? 1 : 2;
-    bufs = calloc(o.kv.layers * comps, sizeof(void *));
-    for (unsigned b = 0; b < o.kv.layers * comps; b++) {
+    comps = o->kv.attn == KVX_ATTN_MLA ? 1 : 2;
+    {
+        unsigned kv = o->kv.attn == KVX_ATTN_MLA ? 1 : o->kv.kv_heads;
+        unsigned hp = kv >= (unsigned)id.prefill_tp ? kv / (unsigned)id.prefill_tp : 1;
+        unsigned hd = kv >= (unsigned)id.decode_tp ? kv / (unsigned)id.decode_tp : 1;
+
+        expect_writers = hd > hp ? hd / hp : 1;
+        expect_silent =
+            o->kv.attn == KVX_ATTN_MLA && id.role == KVX_ROLE_PREFILL && id.tp_rank >= id.decode_tp;
+    }
+    bufs = calloc(o->kv.layers * comps, sizeof(void *));
+    for (unsigned b = 0; b < o->kv.layers * comps; b++) {
         kvx_ctx_kv_buffer(ctx, b / comps, b % comps, &bufs[b], NULL);
     }
     memset(&g, 0, sizeof(g));
-    g.kv = o.kv;
+    g.kv = params.kv;
     kvx_ctx_heads(ctx, &g.first_head, &g.heads);
     g.num_pages = params.num_pages;
-    g.elem = kvp_elem(o.kv.dtype);
-    alloc_init(&alloc, params.num_pages, o.seed * 1000003u + (uint64_t)id.role * 101 + id.instance);
-    wave = calloc((size_t)o.concurrency, sizeof(slot_t));
+    g.elem = kvp_elem(o->kv.dtype);
+    alloc_init(&alloc, params.num_pages,
+               o->seed * 1000003u + (uint64_t)id.role * 101 + id.instance);
+    wave = calloc((size_t)o->concurrency, sizeof(slot_t));
     MPI_Barrier(MPI_COMM_WORLD);
     t0 = now_s();
-    for (int base = 0; base < o.rooms; base += o.concurrency) {
-        int n = o.rooms - base < o.concurrency ? o.rooms - base : o.concurrency;
+    for (int base = 0; base < o->rooms; base += o->concurrency) {
+        int n = o->rooms - base < o->concurrency ? o->rooms - base : o->concurrency;
 
         for (int i = 0; i < n; i++) {
             int r = base + i;
-            uint64_t rng = o.seed * 7919u + (uint64_t)r;
+            uint64_t rng = o->seed * 7919u + (uint64_t)r;
             int pi = r % id.prefill_instances,
                 di = (r / id.prefill_instances) % id.decode_instances;
             slot_t *s = &wave[i];
 
-            s->id = 1000000u * o.seed + (uint64_t)r;
+            s->id = 1000000u * o->seed + (uint64_t)r;
             s->npages =
-                (size_t)o.min_pages + rng_next(&rng) % (uint64_t)(o.max_pages - o.min_pages + 1);
-            s->nchunks = 1 + (int)(rng_next(&rng) % (uint64_t)o.max_chunks);
+                (size_t)o->min_pages + rng_next(&rng) % (uint64_t)(o->max_pages - o->min_pages + 1);
+            s->nchunks = 1 + (int)(rng_next(&rng) % (uint64_t)o->max_chunks);
             s->nchunks = s->nchunks > (int)s->npages ? (int)s->npages : s->nchunks;
             s->mine = id.role == KVX_ROLE_PREFILL ? pi == id.instance : di == id.instance;
             s->other = id.role == KVX_ROLE_PREFILL ? di : pi;
             if (s->mine) {
-                s->pages = alloc_take(&alloc, s->npages);
+                s->pages = take_pages(o, &alloc, s->npages, i);
                 mine_total++;
                 start_room(ctx, s, id.role, i, &g, bufs, comps);
             }
@@ -378,28 +453,52 @@ int main(int argc, char **argv)
                 finish_room(ctx, &wave[i], id.role, &g, bufs, comps, &mismatches, &bytes, &ok);
             }
             if (wave[i].pages != NULL) {
-                alloc_give(&alloc, wave[i].pages, wave[i].npages);
+                give_pages(o, &alloc, wave[i].pages, wave[i].npages);
                 wave[i].pages = NULL;
             }
         }
     }
     t1 = now_s();
+    failed = failures - failures_before;
     MPI_Reduce(&ok, &tot_ok, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&mine_total, &tot_mine, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-    MPI_Reduce(&failures, &tot_fail, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(&failed, &tot_fail, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&mismatches, &tot_mismatch, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&bytes, &tot_bytes, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     kvx_ctx_destroy(ctx);
     if (rank == 0) {
-        printf("t_rooms: %d rooms, %d room-ends on %d ranks, %d SUCCESS, %zu mismatched bytes, "
-               "%.1f MB in %.2f s (%.2f GB/s)\n",
-               o.rooms, tot_mine, id.world_size, tot_ok, tot_mismatch, (double)tot_bytes / 1e6,
-               t1 - t0, (double)tot_bytes / (t1 - t0) / 1e9);
-        printf("%s\n", tot_fail == 0 && tot_ok == tot_mine && tot_mismatch == 0 ? "PASS" : "FAIL");
+        printf("t_rooms: %s: %d rooms, %d room-ends on %d ranks, %d SUCCESS, %zu mismatched "
+               "bytes%s, %.1f MB in %.2f s (%.2f GB/s)\n",
+               layout == KVX_PAGE_NHD          ? "NHD"
+               : layout == KVX_PAGE_HEAD_MAJOR ? "HEAD_MAJOR"
+                                               : "HND",
+               o->rooms, tot_mine, id.world_size, tot_ok, tot_mismatch,
+               verify ? "" : " (not verified)", (double)tot_bytes / 1e6, t1 - t0,
+               (double)tot_bytes / (t1 - t0) / 1e9);
+        tot_fail += tot_ok != tot_mine || tot_mismatch != 0;
     }
+    MPI_Bcast(&tot_fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(wave);
     free(bufs);
     free(alloc.free);
+    return tot_fail != 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    int bad = 0;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    parse(argc, argv, &o);
+    verify = o.verify;
+    for (int l = 0; l < o.nlayouts; l++) {
+        bad += run_layout(&o, o.layouts[l]);
+    }
+    if (rank == 0) {
+        printf("%s\n", bad == 0 ? "PASS" : "FAIL");
+    }
     MPI_Finalize();
-    return tot_fail == 0 ? 0 : 1;
+    return bad == 0 ? 0 : 1;
 }

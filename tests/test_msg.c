@@ -130,3 +130,38 @@ Test(msg, fail_with_unterminated_text_or_bad_enums_is_refused)
     cr_expect(strstr(why, "not an error") != NULL, "%s", why);
     free(m);
 }
+
+Test(msg, data_header_round_trip_and_range_checks)
+{
+    msg_limits_t lim = { 8, 100 };
+    msg_data_t d = { 3, 1, 90, 10 };
+    unsigned char buf[MSG_DATA_LEN];
+    char why[200];
+    msg_t m;
+
+    msg_put_data(buf, 5, 77, 99, &d);
+    cr_assert_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(m.hdr.type, MSG_DATA);
+    cr_expect_eq(m.hdr.src_rank, 5);
+    cr_expect_eq(m.hdr.room, 77);
+    cr_expect_eq(m.hdr.nonce, 99);
+    cr_expect_eq(m.u.data.layer, 3);
+    cr_expect_eq(m.u.data.comp, 1);
+    cr_expect_eq(m.u.data.pos, 90);
+    cr_expect_eq(m.u.data.npages, 10);
+    cr_expect_str_eq(msg_type_name(MSG_DATA), "DATA");
+    /* Pages past any pool, no pages, a wrapping range: refused. */
+    d.pos = 91;
+    msg_put_data(buf, 5, 77, 99, &d);
+    cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    cr_expect_str_eq(why, "DATA for pages [91, +10) of a pool of 100");
+    d.pos = 0;
+    d.npages = 0;
+    msg_put_data(buf, 5, 77, 99, &d);
+    cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    d.pos = UINT32_MAX;
+    d.npages = 2;
+    msg_put_data(buf, 5, 77, 99, &d);
+    cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    cr_expect_eq(msg_decode(buf, sizeof(buf) - 1, &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
+}

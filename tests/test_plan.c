@@ -158,3 +158,198 @@ Test(plan_pair, every_decode_head_has_exactly_one_writer)
         }
     }
 }
+
+/* The writing pair of prefill rank p and decode rank d, with its geometry. */
+static plan_mode_t pair_mode(const kvl_t *pk, int p, const kvl_t *dk, int d, plan_geom_t *g)
+{
+    plan_pair_t pair;
+
+    plan_pair(pk, p, dk, d, &pair);
+    cr_assert(pair.writes, "prefill %d does not write decode %d", p, d);
+    plan_geom_init(g, pk, 256, dk, 256, &pair);
+    return plan_mode(g);
+}
+
+static kvl_t geometry_mla(int tp, kvx_page_layout_t layout, unsigned page_size)
+{
+    kvx_kv_layout_t kv = { 2, page_size, 1, 576, KVX_DTYPE_BF16, KVX_ATTN_MLA, layout };
+    kvl_t k;
+    kvx_failure_t why;
+
+    cr_assert_eq(kvl_init(&k, &kv, tp, "test", &why), KVX_OK, "%s", why.text);
+    return k;
+}
+
+/* The table include/kvx.h documents: mode and operations per run of count
+ * pages per (layer, component), for each layout and TP ratio. ops -1 means
+ * one per page of the run, 0 means one per head the pair moves. */
+static const struct mode_case {
+    unsigned heads;
+    int ptp, dtp;
+    kvx_page_layout_t layout;
+    plan_mode_t mode;
+    int ops;
+} mode_cases[] = {
+    { 8, 1, 1, KVX_PAGE_HND, PLAN_DIRECT, 1 },
+    { 8, 1, 2, KVX_PAGE_HND, PLAN_PACK, 1 },
+    { 8, 2, 4, KVX_PAGE_HND, PLAN_PACK, 1 },
+    { 8, 2, 1, KVX_PAGE_HND, PLAN_DIRECT, -1 },
+    { 8, 4, 2, KVX_PAGE_HND, PLAN_DIRECT, -1 },
+    { 8, 4, 1, KVX_PAGE_HND, PLAN_DIRECT, -1 },
+    { 2, 4, 2, KVX_PAGE_HND, PLAN_DIRECT, 1 },
+    { 2, 4, 1, KVX_PAGE_HND, PLAN_DIRECT, -1 },
+    { 2, 1, 4, KVX_PAGE_HND, PLAN_PACK, 1 },
+    { 8, 1, 1, KVX_PAGE_NHD, PLAN_DIRECT, 1 },
+    { 8, 1, 2, KVX_PAGE_NHD, PLAN_PACK, 1 },
+    { 8, 2, 4, KVX_PAGE_NHD, PLAN_PACK, 1 },
+    { 8, 2, 1, KVX_PAGE_NHD, PLAN_UNPACK, 1 },
+    { 8, 4, 2, KVX_PAGE_NHD, PLAN_UNPACK, 1 },
+    { 8, 4, 1, KVX_PAGE_NHD, PLAN_UNPACK, 1 },
+    { 2, 4, 2, KVX_PAGE_NHD, PLAN_DIRECT, 1 },
+    { 2, 4, 1, KVX_PAGE_NHD, PLAN_UNPACK, 1 },
+    { 2, 1, 4, KVX_PAGE_NHD, PLAN_PACK, 1 },
+    { 8, 1, 1, KVX_PAGE_HEAD_MAJOR, PLAN_DIRECT, 0 },
+    { 8, 1, 2, KVX_PAGE_HEAD_MAJOR, PLAN_DIRECT, 0 },
+    { 8, 2, 1, KVX_PAGE_HEAD_MAJOR, PLAN_DIRECT, 0 },
+    { 8, 4, 2, KVX_PAGE_HEAD_MAJOR, PLAN_DIRECT, 0 },
+    { 2, 4, 1, KVX_PAGE_HEAD_MAJOR, PLAN_DIRECT, 0 },
+    { 2, 1, 4, KVX_PAGE_HEAD_MAJOR, PLAN_DIRECT, 0 },
+};
+
+static size_t expected_ops(const struct mode_case *c, const plan_geom_t *g, uint32_t count)
+{
+    /* HEAD_MAJOR folds token and page; its outermost dimension is the head. */
+    return c->ops == -1 ? count : c->ops == 0 ? g->extent[2] : (size_t)c->ops;
+}
+
+Test(plan_mode, every_layout_and_tp_ratio_takes_the_documented_puts)
+{
+    static const unsigned page_sizes[] = { 1, 16, 64 };
+    static const uint32_t counts[] = { 1, 7, 64 };
+
+    for (size_t i = 0; i < sizeof(mode_cases) / sizeof(mode_cases[0]); i++) {
+        const struct mode_case *c = &mode_cases[i];
+
+        for (size_t ps = 0; ps < 3; ps++) {
+            kvl_t pk = geometry(c->heads, c->ptp, c->layout, page_sizes[ps]);
+            kvl_t dk = geometry(c->heads, c->dtp, c->layout, page_sizes[ps]);
+
+            for (int d = 0; d < dk.tp; d++) {
+                for (int p = 0; p < pk.tp; p++) {
+                    plan_pair_t pair;
+                    plan_geom_t g;
+                    plan_mode_t mode;
+
+                    plan_pair(&pk, p, &dk, d, &pair);
+                    if (!pair.writes) {
+                        continue;
+                    }
+                    mode = pair_mode(&pk, p, &dk, d, &g);
+                    /* One token per page: a per-token piece is a page. */
+                    if (page_sizes[ps] == 1 && c->mode == PLAN_UNPACK) {
+                        cr_expect_eq(mode, PLAN_DIRECT, "case %zu, page size 1", i);
+                        continue;
+                    }
+                    cr_expect_eq(mode, c->mode, "case %zu (%u heads, %s %d->%d): %s, not %s", i,
+                                 c->heads, kvl_page_layout_name(c->layout), c->ptp, c->dtp,
+                                 plan_mode_name(mode), plan_mode_name(c->mode));
+                    for (size_t n = 0; n < 3; n++) {
+                        cr_expect_eq(plan_run_ops(&g, mode, counts[n]),
+                                     expected_ops(c, &g, counts[n]),
+                                     "case %zu, page size %u, %u pages: %zu ops", i, page_sizes[ps],
+                                     counts[n], plan_run_ops(&g, mode, counts[n]));
+                    }
+                }
+            }
+        }
+    }
+}
+
+Test(plan_mode, mla_is_one_put_per_run_in_every_layout)
+{
+    static const int tps[][2] = { { 1, 1 }, { 2, 1 }, { 1, 2 }, { 4, 2 }, { 2, 4 } };
+
+    for (int layout = KVX_PAGE_HND; layout <= KVX_PAGE_HEAD_MAJOR; layout++) {
+        for (size_t i = 0; i < sizeof(tps) / sizeof(tps[0]); i++) {
+            kvl_t pk = geometry_mla(tps[i][0], (kvx_page_layout_t)layout, 64);
+            kvl_t dk = geometry_mla(tps[i][1], (kvx_page_layout_t)layout, 64);
+
+            for (int d = 0; d < dk.tp; d++) {
+                unsigned writers = 0;
+
+                for (int p = 0; p < pk.tp; p++) {
+                    plan_pair_t pair;
+                    plan_geom_t g;
+
+                    plan_pair(&pk, p, &dk, d, &pair);
+                    cr_expect(pair.talks);
+                    if (!pair.writes) {
+                        continue;
+                    }
+                    writers++;
+                    cr_expect_eq(p, d % pk.tp, "MLA: decode %d is written by prefill %d", d, p);
+                    cr_expect_eq(pair_mode(&pk, p, &dk, d, &g), PLAN_DIRECT);
+                    cr_expect_eq(plan_run_ops(&g, PLAN_DIRECT, 50), 1);
+                }
+                cr_expect_eq(writers, 1, "MLA %d->%d: decode %d has %u writers", tps[i][0],
+                             tps[i][1], d, writers);
+            }
+        }
+    }
+}
+
+Test(plan_mode, packed_pieces_tile_the_remote_run_and_unpacked_the_local_one)
+{
+    /* HND and NHD 1 -> 2: the pieces of a run fill the destination range
+     * [first, first + count * pair_page_bytes) exactly once, which is what
+     * lets the sender pack them into one put. NHD 2 -> 1: the source pieces
+     * fill the source range, so one data message carries the run. */
+    static const kvx_page_layout_t layouts[] = { KVX_PAGE_HND, KVX_PAGE_NHD };
+
+    for (size_t l = 0; l < 2; l++) {
+        for (int dir = 0; dir < 2; dir++) {
+            kvl_t one = geometry(8, 1, layouts[l], 16), two = geometry(8, 2, layouts[l], 16);
+            const kvl_t *pk = dir == 0 ? &one : &two, *dk = dir == 0 ? &two : &one;
+            plan_run_t run = { 5, 9, 6 };
+            plan_geom_t g;
+            plan_iter_t it;
+            size_t so, doff, len, covered = 0;
+            plan_mode_t mode = pair_mode(pk, dir, dk, 1 - dir, &g);
+            size_t base = dir == 0 ? g.dbase + run.dst * g.dpage : g.sbase + run.src * g.spage;
+            unsigned char seen[6 * 8 * 16 * 128] = { 0 };
+
+            if (dir == 1 && layouts[l] == KVX_PAGE_HND) {
+                cr_expect_eq(mode, PLAN_DIRECT);
+                continue;
+            }
+            cr_expect_eq(mode, dir == 0 ? PLAN_PACK : PLAN_UNPACK);
+            plan_iter_init(&it, &g, &run);
+            while (plan_iter_next(&it, &so, &doff, &len)) {
+                size_t at = (dir == 0 ? doff : so) - base;
+
+                cr_assert_leq(at + len, run.count * g.pair_page_bytes);
+                for (size_t b = 0; b < len; b++) {
+                    cr_assert_eq(seen[at + b], 0, "byte %zu covered twice", at + b);
+                    seen[at + b] = 1;
+                }
+                covered += len;
+            }
+            cr_expect_eq(covered, run.count * g.pair_page_bytes);
+        }
+    }
+}
+
+Test(plan_mode, long_runs_take_one_operation_per_max_op)
+{
+    kvl_t pk = geometry(8, 1, KVX_PAGE_NHD, 16), dk = geometry(8, 2, KVX_PAGE_NHD, 16);
+    plan_geom_t g;
+    uint32_t per_op;
+
+    cr_assert_eq(pair_mode(&pk, 0, &dk, 1, &g), PLAN_PACK);
+    /* 4 heads x 16 tokens x 64 bf16 = 8 KiB per page: 512 pages per 4 MiB. */
+    per_op = plan_op_pages(&g);
+    cr_expect_eq(per_op, PLAN_MAX_OP / (4 * 16 * 128));
+    cr_expect_eq(plan_run_ops(&g, PLAN_PACK, per_op), 1);
+    cr_expect_eq(plan_run_ops(&g, PLAN_PACK, per_op + 1), 2);
+    cr_expect_eq(plan_run_ops(&g, PLAN_PACK, 3 * per_op), 3);
+}

@@ -507,6 +507,9 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
     if (status == KVX_OK) {
         status = bootstrap_peers(ctx, info, blobs, displs, why);
     }
+    if (status == KVX_OK) {
+        status = pack_setup(ctx, why);
+    }
 out:
     free(w.buf);
     free(lens);
@@ -574,6 +577,7 @@ void bootstrap_close_endpoints(kvx_ctx_t *ctx)
 
 void bootstrap_cleanup(kvx_ctx_t *ctx)
 {
+    unpack_cleanup(ctx);
     for (int i = 0; i < ctx->npeers; i++) {
         peer_t *peer = &ctx->peers[i];
 
@@ -583,6 +587,7 @@ void bootstrap_cleanup(kvx_ctx_t *ctx)
         free(peer->buf_addr);
         free(peer->buf_rkey);
     }
+    pack_cleanup(ctx);
     free(ctx->peers);
     free(ctx->peer_by_rank);
     free(ctx->pair_fail);

@@ -13,6 +13,7 @@
 #include "kvlayout.h"
 #include "msg.h"
 #include "plan.h"
+#include "staging.h"
 #include "ucx/kvx_ucx.h"
 #include "util/cfg.h"
 #include "util/hmap.h"
@@ -49,8 +50,9 @@ typedef struct peer {
     /* Liveness. */
     uint64_t last_heard, last_sent;
     int lost, bye;
-    int pid;          /* its process id */
-    int same_machine; /* same kernel and PID namespace: its pid can be checked */
+    char lost_how[128]; /* when lost: how it was detected */
+    int pid;            /* its process id */
+    int same_machine;   /* same kernel and PID namespace: its pid can be checked */
 } peer_t;
 
 /* Sender side: one decode rank a prefill room talks to. */
@@ -79,6 +81,13 @@ typedef struct target {
     uint64_t puts, bytes;
     struct target *pump_next;
     int pumping; /* queued on peer->pump_* */
+    /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
+    plan_mode_t mode;
+    uint32_t pack_page;     /* pages of the current run posted */
+    size_t pack_pos;        /* position of the current run in the room's pages */
+    unsigned pack_inflight; /* data messages still reading the source pages */
+    int pack_waiting;       /* queued on ctx->pack_wait_* */
+    struct target *pack_next;
 } target_t;
 
 /* Receiver side: one prefill rank a decode room talks to. */
@@ -86,7 +95,9 @@ typedef struct source {
     peer_t *peer;
     plan_pair_t pair;
     int accepted, done;
-    int drained; /* it confirmed nothing of the room is in flight */
+    int drained;       /* it confirmed nothing of the room is in flight */
+    int complete;      /* done, and all its data unpacked (unpack.c) */
+    uint64_t unpacked; /* bytes of data messages unpacked */
 } source_t;
 
 /* A message that arrived before its room was opened, replayed at open. */
@@ -124,6 +135,7 @@ typedef struct room {
     uint64_t puts, bytes;
     int started;
     early_t *early;
+    unsigned nearly;
     /* page safety (decode) */
     kvx_pages_state_t pages_state;
     int granted; /* decode: its grants (PREALLOC) went out: writers may write */
@@ -195,6 +207,12 @@ struct kvx_ctx {
     int tp_broken;   /* a TP sibling is lost: no collective on tp_comm any more */
     struct agree_table *agree;
     struct fault_set *faults; /* NULL when no rule is set */
+    /* Staging (pack.c, unpack.c): packed puts, data message headers, landings. */
+    staging_t staging;
+    target_t *pack_wait_head, *pack_wait_tail; /* waiting for a slot or their data */
+    struct landing *land_head, *land_tail;     /* data waiting for a slot to land in */
+    unsigned landing;                          /* data messages being received */
+    int pack_kick;                             /* a slot or a data message completed */
 };
 
 #define KVX_CTX_MAGIC 0x6b76782d63747821ull
@@ -232,6 +250,8 @@ void peer_tick(kvx_ctx_t *ctx, uint64_t now);
 peer_t *peer_of_rank(kvx_ctx_t *ctx, int rank);
 /* Puts may be posted to this peer now. */
 int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer);
+/* A room opened with a peer already lost fails at once, with the loss. */
+void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 
 /* ---- room.c ---- */
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
@@ -277,6 +297,13 @@ void sender_drain(kvx_ctx_t *ctx, room_t *room);
 void sender_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
 /* Posts what flow control allows for every target queued on peer. */
 void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
+/* For pack.c: */
+void sender_pump(kvx_ctx_t *ctx, target_t *t);
+int sender_next_batch(target_t *t);
+void sender_account(target_t *t, size_t len, kvx_status_t posted);
+void sender_put_cb(void *request, ucs_status_t status, void *user);
+void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
+                 ucs_status_t ucs, const char *what);
 
 /* ---- receiver.c ---- */
 kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
@@ -286,6 +313,30 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
 void receiver_on_fail(kvx_ctx_t *ctx, room_t *room);
 /* Drain deadline (progress tick). */
 void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
+/* Counts a writer complete once it said DONE and its data is unpacked. */
+void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s);
+
+/* ---- pack.c: the sender side of packed puts and data messages ---- */
+/* Sets up staging when this rank's pairs need it (end of bootstrap). */
+kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why);
+void pack_cleanup(kvx_ctx_t *ctx);
+/* Posts t's next packed put or data message: 1 posted, 0 nothing left in
+ * the batch, -1 stop (failed, or waiting for staging). */
+int pack_post(kvx_ctx_t *ctx, target_t *t);
+/* No data message of t still reads its source pages. */
+int pack_quiet(const target_t *t);
+/* Resumes waiting targets and landings (progress thread); returns work done. */
+unsigned pack_progress(kvx_ctx_t *ctx);
+
+/* ---- unpack.c: the receiver side of data messages ---- */
+ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param);
+/* Every byte the source sends to be unpacked here was unpacked. */
+int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s);
+/* Lands data that waited for a slot; returns work done. */
+unsigned unpack_progress(kvx_ctx_t *ctx);
+/* Drops waiting data and waits for data being received (destroy). */
+void unpack_cleanup(kvx_ctx_t *ctx);
 
 /* ---- protocol.c ---- */
 /* The active-message handler: decodes, checks and dispatches a message. */

@@ -14,9 +14,21 @@ const char *msg_type_name(unsigned type)
 {
     static const char *const names[] = { "?",    "PREALLOC", "ACCEPT",  "START",
                                          "DONE", "FAIL",     "DRAINED", "PING",
-                                         "BYE",  "RECEIVED", "VERDICT" };
+                                         "BYE",  "RECEIVED", "VERDICT", "DATA" };
 
     return type < MSG_TYPE_MAX ? names[type] : "?";
+}
+
+static void msg_init(msg_hdr_t *h, msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
+                     size_t len)
+{
+    h->magic = MSG_MAGIC;
+    h->version = MSG_VERSION;
+    h->type = (uint16_t)type;
+    h->length = (uint32_t)len;
+    h->src_rank = src_rank;
+    h->room = room;
+    h->nonce = nonce;
 }
 
 static void *msg_alloc(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce, size_t body,
@@ -28,15 +40,19 @@ static void *msg_alloc(msg_type_t type, int src_rank, uint64_t room, uint64_t no
     if (h == NULL) {
         return NULL;
     }
-    h->magic = MSG_MAGIC;
-    h->version = MSG_VERSION;
-    h->type = (uint16_t)type;
-    h->length = (uint32_t)len;
-    h->src_rank = src_rank;
-    h->room = room;
-    h->nonce = nonce;
+    msg_init(h, type, src_rank, room, nonce, len);
     *len_p = len;
     return h;
+}
+
+void msg_put_data(void *buf, int src_rank, uint64_t room, uint64_t nonce, const msg_data_t *d)
+{
+    msg_hdr_t h;
+
+    memset(&h, 0, sizeof(h));
+    msg_init(&h, MSG_DATA, src_rank, room, nonce, MSG_DATA_LEN);
+    memcpy(buf, &h, sizeof(h));
+    memcpy((char *)buf + sizeof(h), d, sizeof(*d));
 }
 
 void *msg_new(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce, size_t *len_p)
@@ -169,6 +185,8 @@ static size_t msg_body_len(unsigned type)
     case MSG_FAIL:
     case MSG_VERDICT:
         return sizeof(msg_failure_t);
+    case MSG_DATA:
+        return sizeof(msg_data_t);
     default:
         return 0;
     }
@@ -226,6 +244,13 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
     }
     if (h.type == MSG_DONE) {
         memcpy(&msg->u.done, body, sizeof(msg->u.done));
+    } else if (h.type == MSG_DATA) {
+        memcpy(&msg->u.data, body, sizeof(msg->u.data));
+        if (msg->u.data.npages == 0 || msg->u.data.npages > limits->max_pages ||
+            msg->u.data.pos > limits->max_pages - msg->u.data.npages) {
+            return msg_bad(why, why_len, "DATA for pages [%u, +%u) of a pool of %zu",
+                           msg->u.data.pos, msg->u.data.npages, limits->max_pages);
+        }
     } else if ((h.type == MSG_FAIL || h.type == MSG_VERDICT) &&
                msg_decode_failure(body, &msg->u.failure, why, why_len) != KVX_OK) {
         return KVX_ERR_PROTOCOL;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #define MSG_AM_ID   7
+#define MSG_DATA_ID 8           /* active messages that carry KV data (MSG_DATA) */
 #define MSG_MAGIC   0x4b565831u /* "KVX1" */
 #define MSG_VERSION 1
 
@@ -29,6 +30,7 @@ typedef enum msg_type {
     MSG_BYE,          /* the sender is shutting down and will not write again */
     MSG_RECEIVED,     /* decode -> prefill: the room is SUCCESS on this decode rank */
     MSG_VERDICT,      /* decode -> prefill: the decode instance agreed FAILED; its root cause */
+    MSG_DATA,         /* prefill -> decode, on MSG_DATA_ID: KV data for the decode to unpack */
     MSG_TYPE_MAX
 } msg_type_t;
 
@@ -56,6 +58,17 @@ typedef struct msg_done {
     uint64_t puts;
 } msg_done_t;
 
+/* Body of MSG_DATA. Header and body travel as the active message's header,
+ * the data as its payload: the writer's heads of the room's pages at
+ * positions [pos, pos + npages) of the decode's page list, for one (layer,
+ * component), laid out as in the writer's pool. */
+typedef struct msg_data {
+    uint32_t layer, comp;
+    uint32_t pos, npages;
+} msg_data_t;
+
+#define MSG_DATA_LEN (sizeof(msg_hdr_t) + sizeof(msg_data_t))
+
 /* Body of MSG_FAIL: a kvx_failure_t in fixed-width fields. */
 typedef struct msg_failure {
     int32_t status, stage, origin_rank, origin_role, origin_instance, origin_tp_rank;
@@ -80,6 +93,7 @@ typedef struct msg {
     union {
         msg_prealloc_t prealloc;
         msg_done_t done;
+        msg_data_t data;
         kvx_failure_t failure;
     } u;
     const void *pages; /* MSG_PREALLOC: npages uint32 (unaligned; copy with memcpy) */
@@ -106,6 +120,9 @@ void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failur
 /* A FAIL or a VERDICT: both carry a failure record. */
 void *msg_new_failure(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
                       const kvx_failure_t *f, size_t *len_p);
+/* Writes a MSG_DATA header into buf (MSG_DATA_LEN bytes): data messages are
+ * posted on the hot path, so nothing is allocated. */
+void msg_put_data(void *buf, int src_rank, uint64_t room, uint64_t nonce, const msg_data_t *d);
 
 const char *msg_type_name(unsigned type);
 

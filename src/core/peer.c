@@ -133,6 +133,17 @@ static void peer_break_instance(kvx_ctx_t *ctx, room_t *room, const kvx_failure_
     }
 }
 
+void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
+{
+    kvx_failure_t f;
+
+    if (peer->lost && !room_terminal(room)) {
+        failure_set_room(&f, room->id, KVX_ERR_PEER_LOST, KVX_STAGE_BOOTSTRAP, NULL,
+                         "peer %s lost: %s", peer->name, peer->lost_how);
+        room_fail(ctx, room, &f, 1);
+    }
+}
+
 /* Fails every room that involves a lost peer. */
 static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
 {
@@ -222,6 +233,7 @@ void peer_tick(kvx_ctx_t *ctx, uint64_t now)
         }
         if (!peer->bye && peer_lost_how(ctx, peer, now - peer->last_heard, how, sizeof(how))) {
             peer->lost = 1;
+            snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
             /* A collective on the TP communicator would never complete now. */
             ctx->tp_broken |= peer->role == ctx->role;
             kvx_warn("peer %s lost: %s", peer->name, how);

@@ -107,11 +107,16 @@ void plan_geom_init(plan_geom_t *g, const kvl_t *src, size_t src_pages, const kv
     g->dbase = pair->dst_head * ds.head;
     g->spage = ss.page;
     g->dpage = ds.page;
+    g->pair_page_bytes = (size_t)pair->nheads * src->kv.page_size * src->row;
 }
 
-/* Folds inner dimensions that are contiguous on both sides into one piece. */
-static void plan_fold(const plan_geom_t *g, const size_t extent[PLAN_DIMS], size_t *len_p,
-                      int *first_p)
+/* Which sides' strides a fold respects. */
+enum { PLAN_SRC = 1, PLAN_DST = 2 };
+
+/* Folds inner dimensions that are contiguous on the given sides into one
+ * piece. */
+static void plan_fold_sides(const plan_geom_t *g, const size_t extent[PLAN_DIMS], int sides,
+                            size_t *len_p, int *first_p)
 {
     size_t len = g->block;
     int i;
@@ -120,13 +125,20 @@ static void plan_fold(const plan_geom_t *g, const size_t extent[PLAN_DIMS], size
         if (extent[i] == 1) {
             continue;
         }
-        if (g->sstride[i] != len || g->dstride[i] != len) {
+        if (((sides & PLAN_SRC) && g->sstride[i] != len) ||
+            ((sides & PLAN_DST) && g->dstride[i] != len)) {
             break;
         }
         len *= extent[i];
     }
     *len_p = len;
     *first_p = i;
+}
+
+static void plan_fold(const plan_geom_t *g, const size_t extent[PLAN_DIMS], size_t *len_p,
+                      int *first_p)
+{
+    plan_fold_sides(g, extent, PLAN_SRC | PLAN_DST, len_p, first_p);
 }
 
 void plan_iter_init(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run)
@@ -169,18 +181,71 @@ int plan_iter_next(plan_iter_t *it, size_t *src_off, size_t *dst_off, size_t *le
     return 1;
 }
 
-size_t plan_run_pieces(const plan_geom_t *g, uint32_t count)
+/* Pieces of a run of count pages when only the given sides must be
+ * contiguous. */
+static size_t plan_pieces_sides(const plan_geom_t *g, uint32_t count, int sides)
 {
-    plan_run_t run = { 0, 0, count };
-    plan_iter_t it;
-    size_t n = 1;
+    size_t extent[PLAN_DIMS], len, n = 1;
+    int first;
 
-    plan_iter_init(&it, g, &run);
     if (count == 0) {
         return 0;
     }
-    for (int i = it.first; i < g->ndims; i++) {
-        n *= it.extent[i];
+    for (int i = 0; i < g->ndims; i++) {
+        extent[i] = g->dim_is_page[i] ? count : g->extent[i];
+    }
+    plan_fold_sides(g, extent, sides, &len, &first);
+    for (int i = first; i < g->ndims; i++) {
+        n *= extent[i];
     }
     return n;
+}
+
+size_t plan_run_pieces(const plan_geom_t *g, uint32_t count)
+{
+    return plan_pieces_sides(g, count, PLAN_SRC | PLAN_DST);
+}
+
+plan_mode_t plan_mode(const plan_geom_t *g)
+{
+    /* Two pages tell whether the page dimension folds too; the page stride
+     * is the same for every run, so what holds for two holds for any count. */
+    int src_contig = plan_pieces_sides(g, 2, PLAN_SRC) == 1;
+    int dst_contig = plan_pieces_sides(g, 2, PLAN_DST) == 1;
+
+    if (plan_run_pieces(g, 2) == 1 || g->pair_page_bytes > PLAN_MAX_OP) {
+        return PLAN_DIRECT;
+    }
+    if (dst_contig && !src_contig) {
+        return PLAN_PACK;
+    }
+    /* Several pieces within one page of a contiguous source: the decode
+     * page interleaves writers within every token. Whole pages (HND) stay
+     * direct puts, which land without any copy. */
+    if (src_contig && !dst_contig && plan_run_pieces(g, 1) > 1) {
+        return PLAN_UNPACK;
+    }
+    return PLAN_DIRECT;
+}
+
+const char *plan_mode_name(plan_mode_t mode)
+{
+    return mode == PLAN_PACK ? "packed" : mode == PLAN_UNPACK ? "unpacked" : "direct";
+}
+
+uint32_t plan_op_pages(const plan_geom_t *g)
+{
+    size_t n = g->pair_page_bytes > 0 ? PLAN_MAX_OP / g->pair_page_bytes : 1;
+
+    return n == 0 ? 1 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+size_t plan_run_ops(const plan_geom_t *g, plan_mode_t mode, uint32_t count)
+{
+    uint32_t per_op = plan_op_pages(g);
+
+    if (mode == PLAN_DIRECT) {
+        return plan_run_pieces(g, count);
+    }
+    return (count + (size_t)per_op - 1) / per_op;
 }

@@ -50,8 +50,9 @@ typedef struct plan_geom {
     int dim_is_page[PLAN_DIMS]; /* which dimension counts pages (extent varies per run) */
     size_t extent[PLAN_DIMS];   /* extent of non-page dimensions */
     size_t sstride[PLAN_DIMS], dstride[PLAN_DIMS];
-    size_t sbase, dbase; /* byte offset of the pair's first head */
-    size_t spage, dpage; /* page strides, to place a run */
+    size_t sbase, dbase;    /* byte offset of the pair's first head */
+    size_t spage, dpage;    /* page strides, to place a run */
+    size_t pair_page_bytes; /* bytes the pair moves per page: its heads of one page */
 } plan_geom_t;
 
 void plan_geom_init(plan_geom_t *g, const kvl_t *src, size_t src_pages, const kvl_t *dst,
@@ -74,5 +75,33 @@ void plan_iter_init(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run
 int plan_iter_next(plan_iter_t *it, size_t *src_off, size_t *dst_off, size_t *len);
 /* Pieces a run of count pages takes (what plan_iter yields). */
 size_t plan_run_pieces(const plan_geom_t *g, uint32_t count);
+
+/*
+ * How a pair's runs travel, chosen from the two layouts alone, so that the
+ * prefill and the decode rank choose the same without telling each other.
+ * UCX puts are contiguous on both sides, so a run whose pieces are
+ * contiguous on one side only is carried whole by one side's copy:
+ *  - DIRECT: one put per piece, from pool to pool (both sides contiguous,
+ *    or the pieces are whole pages or whole head runs);
+ *  - PACK: the remote side of a run is contiguous but the local one is not
+ *    (the decode rank holds a part of the prefill rank's heads): the sender
+ *    packs the pieces into registered staging memory, one put per run;
+ *  - UNPACK: the local side is contiguous but the remote side interleaves
+ *    other writers' heads within every token (NHD, prefill TP > decode TP):
+ *    one data message per run, which the decode rank unpacks into its pages.
+ * A packed put or a data message carries at most PLAN_MAX_OP bytes (whole
+ * pages); a run longer than that takes one per PLAN_MAX_OP.
+ */
+typedef enum plan_mode { PLAN_DIRECT = 0, PLAN_PACK, PLAN_UNPACK } plan_mode_t;
+
+#define PLAN_MAX_OP ((size_t)4 << 20)
+
+plan_mode_t plan_mode(const plan_geom_t *g);
+const char *plan_mode_name(plan_mode_t mode);
+/* Pages one packed put or data message carries at most (at least 1). */
+uint32_t plan_op_pages(const plan_geom_t *g);
+/* Operations (puts, or data messages) a run of count pages takes per
+ * (layer, component) in the given mode. */
+size_t plan_run_ops(const plan_geom_t *g, plan_mode_t mode, uint32_t count);
 
 #endif

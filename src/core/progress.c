@@ -40,6 +40,7 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
             sender_pump_peer(ctx, &ctx->peers[i]);
         }
     }
+    n += pack_progress(ctx);
     if (ctx->out_head != NULL) {
         peer_flush_outbox(ctx);
         n++;

@@ -26,6 +26,16 @@ static void protocol_keep_early(kvx_ctx_t *ctx, const msg_t *m, const void *buf,
             return;
         }
     }
+    /* Bounded: a peer sending junk for rooms nobody opens cannot make this
+     * rank hold memory without end (the shadow expires with the bootstrap
+     * deadline). */
+    if (room->nearly >= 4 * (unsigned)ctx->npeers + 4) {
+        kvx_rwarn(m->hdr.room, "dropping an early %s from rank %d: too many for an unopened room",
+                  msg_type_name(m->hdr.type), m->hdr.src_rank);
+        ctx->bad_msgs++;
+        return;
+    }
+    room->nearly++;
     e = malloc(sizeof(*e));
     if (e != NULL && (e->buf = malloc(len)) != NULL) {
         memcpy(e->buf, buf, len);
@@ -83,8 +93,12 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
         room = room != NULL && room->closed && room->user_open ? room : NULL;
     }
     if (room == NULL || !room->user_open) {
+        /* A prefill rank may open its room late: the grant, a failure, and
+         * even the decode's receipt or verdict (a rank that writes nothing
+         * can hear the room succeed before it opened it) wait for it. */
         if (ctx->role == KVX_ROLE_PREFILL &&
-            (m->hdr.type == MSG_PREALLOC || m->hdr.type == MSG_FAIL)) {
+            (m->hdr.type == MSG_PREALLOC || m->hdr.type == MSG_FAIL ||
+             m->hdr.type == MSG_RECEIVED || m->hdr.type == MSG_VERDICT)) {
             protocol_keep_early(ctx, m, buf, len);
             if (m->hdr.type == MSG_FAIL) {
                 protocol_nothing_in_flight(ctx, peer, m);

@@ -178,6 +178,19 @@ void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
                o >= sizeof(pages) - 16 ? ",..." : "");
 }
 
+/* DONE may overtake the writer's data messages (unpack.c): the writer is
+ * complete when both are in. */
+void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s)
+{
+    if (!s->done || s->complete || room_terminal(room) || !unpack_source_done(ctx, room, s)) {
+        return;
+    }
+    s->complete = 1;
+    if (++room->ndone == room->nwriters) {
+        receiver_all_done(ctx, room);
+    }
+}
+
 void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
 {
     source_t *s = NULL;
@@ -220,9 +233,7 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
             break;
         }
         s->done = 1;
-        if (++room->ndone == room->nwriters) {
-            receiver_all_done(ctx, room);
-        }
+        receiver_source_complete(ctx, room, s);
         break;
     default:
         break;

@@ -142,6 +142,23 @@ static void room_api_replay(kvx_ctx_t *ctx, room_t *room)
     }
 }
 
+/* Right after open: a peer of the room already lost fails it now (not at
+ * its bootstrap deadline), and so does an injected bootstrap fault. */
+static void room_api_opened(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        peer_fail_if_lost(ctx, room, room->targets[t].peer);
+    }
+    for (unsigned s = 0; s < room->nsources; s++) {
+        peer_fail_if_lost(ctx, room, room->sources[s].peer);
+    }
+    if (!room_terminal(room) && fault_at(ctx, KVX_STAGE_BOOTSTRAP, room, &act) == FAULT_FAIL) {
+        room_fail(ctx, room, &act.failure, 1);
+    }
+}
+
 kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instance,
                                 const uint32_t *pages, size_t npages, int64_t aux_slot)
 {
@@ -161,6 +178,8 @@ kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instanc
         if (status == KVX_OK &&
             (status = receiver_open(ctx, room, pages, npages, aux_slot)) != KVX_OK) {
             room_free(ctx, room);
+        } else if (status == KVX_OK) {
+            room_api_opened(ctx, room);
         }
         if (status != KVX_OK) {
             failure_set_room(&why, id, status, KVX_STAGE_PREALLOC, NULL, "cannot open the room");
@@ -199,6 +218,7 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
             failure_set_room(&why, id, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot open the room");
         } else {
             room_api_replay(ctx, room);
+            room_api_opened(ctx, room);
         }
     }
     ctx_leave(ctx);

@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void sender_pump(kvx_ctx_t *ctx, target_t *t);
-
 kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
 {
     const kvl_t *dkvl = &ctx->kvls[KVX_ROLE_DECODE][room->peer_instance];
@@ -46,6 +44,7 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
         t->aux_slot = -1;
         if (t->pair.writes) {
             plan_geom_init(&t->geom, &ctx->my, ctx->num_pages, dkvl, t->peer->num_pages, &t->pair);
+            t->mode = plan_mode(&t->geom);
         }
         n++;
     }
@@ -64,8 +63,8 @@ static void sender_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type)
     }
 }
 
-static void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
-                        ucs_status_t ucs, const char *what)
+void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
+                 ucs_status_t ucs, const char *what)
 {
     kvx_failure_t f;
 
@@ -188,7 +187,7 @@ void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
     ctx->bad_msgs++;
 }
 
-static void sender_put_cb(void *request, ucs_status_t status, void *user)
+void sender_put_cb(void *request, ucs_status_t status, void *user)
 {
     target_t *t = user;
     kvx_ctx_t *ctx = t->peer->ctx;
@@ -227,6 +226,21 @@ static void sender_flush_cb(void *request, ucs_status_t status, void *user)
     room_unref(ctx, t->room);
 }
 
+/* Counts an operation posted to t (KVX_OK: completed at once; KVX_INPROGRESS:
+ * in flight until sender_put_cb). */
+void sender_account(target_t *t, size_t len, kvx_status_t posted)
+{
+    if (posted == KVX_INPROGRESS) {
+        t->peer->inflight_ops++;
+        t->peer->inflight_bytes += len;
+        t->room->refs++;
+    }
+    t->puts++;
+    t->bytes += len;
+    t->room->puts++;
+    t->room->bytes += len;
+}
+
 /* Posts one put; returns 0 when the target must stop (failed). */
 static int sender_put(kvx_ctx_t *ctx, target_t *t, const void *src, size_t len, uint64_t raddr,
                       ucp_rkey_h rkey, ucp_mem_h memh, kvx_stage_t stage)
@@ -235,37 +249,26 @@ static int sender_put(kvx_ctx_t *ctx, target_t *t, const void *src, size_t len, 
     kvx_status_t status =
         kucx_put(t->peer->ep, src, len, memh, raddr, rkey, sender_put_cb, t, &ucs);
 
-    if (status == KVX_INPROGRESS) {
-        t->peer->inflight_ops++;
-        t->peer->inflight_bytes += len;
-        t->room->refs++;
-    } else if (status != KVX_OK) {
+    if (status != KVX_OK && status != KVX_INPROGRESS) {
         sender_fail(ctx, t, status, stage, ucs, stage == KVX_STAGE_AUX ? "aux put to" : "put to");
         return 0;
     }
-    t->puts++;
-    t->bytes += len;
-    t->room->puts++;
-    t->room->bytes += len;
+    sender_account(t, len, status);
     return 1;
 }
 
 /* Starts a batch over the pages handed over but not yet posted. */
-static int sender_next_batch(target_t *t)
+int sender_next_batch(target_t *t)
 {
     room_t *room = t->room;
     size_t n = room->nsrc - t->posted;
-    plan_run_t *runs;
 
+    /* t->runs holds a run per page of the room (allocated with the grant):
+     * nothing is allocated here, so nothing can fail half way. */
     if (n == 0) {
         return 0;
     }
-    runs = realloc(t->runs, n * sizeof(*runs));
-    if (runs == NULL) {
-        return 0;
-    }
-    t->runs = runs;
-    t->nruns = plan_runs(room->src + t->posted, t->dst + t->posted, n, runs);
+    t->nruns = plan_runs(room->src + t->posted, t->dst + t->posted, n, t->runs);
     t->batch_end = room->nsrc;
     t->run = t->layer = t->comp = 0;
     t->iter_live = 0;
@@ -425,7 +428,7 @@ static void sender_queue(peer_t *peer, target_t *t)
 }
 
 /* Posts what flow control allows; finishes the target when all is posted. */
-static void sender_pump(kvx_ctx_t *ctx, target_t *t)
+void sender_pump(kvx_ctx_t *ctx, target_t *t)
 {
     room_t *room = t->room;
     const pool_t *pool = &ctx->pool;
@@ -441,6 +444,18 @@ static void sender_pump(kvx_ctx_t *ctx, target_t *t)
             sender_queue(t->peer, t);
             return;
         }
+        if (t->mode != PLAN_DIRECT) {
+            /* pack.c: a packed put, or a data message, per run. */
+            int more = pack_post(ctx, t);
+
+            if (more <= 0) {
+                if (more < 0) {
+                    return;
+                }
+                break;
+            }
+            continue;
+        }
         if (!sender_next_piece(ctx, t, &so, &doff, &len)) {
             break;
         }
@@ -451,7 +466,7 @@ static void sender_pump(kvx_ctx_t *ctx, target_t *t)
             return;
         }
     }
-    if (room->nsrc < room->npages_total || !room->started) {
+    if (room->nsrc < room->npages_total || !room->started || !pack_quiet(t)) {
         return;
     }
     if (!t->pair.writes) {
@@ -463,6 +478,8 @@ static void sender_pump(kvx_ctx_t *ctx, target_t *t)
 
 void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer)
 {
+    room_t *room;
+
     while (peer->pump_head != NULL && peer_has_room(ctx, peer)) {
         target_t *t = peer->pump_head;
 
@@ -471,8 +488,10 @@ void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer)
             peer->pump_tail = NULL;
         }
         t->pumping = 0;
-        room_unref(ctx, t->room); /* the queue's reference */
+        /* The queue's reference keeps a closed room alive until t pumped. */
+        room = t->room;
         sender_pump(ctx, t);
+        room_unref(ctx, room);
     }
 }
 
@@ -650,7 +669,8 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         return;
     }
     t->dst = malloc((size_t)m->u.prealloc.npages * sizeof(uint32_t));
-    if (t->dst == NULL) {
+    t->runs = malloc((size_t)m->u.prealloc.npages * sizeof(plan_run_t));
+    if (t->dst == NULL || t->runs == NULL) {
         failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_PREALLOC, NULL,
                          "no memory for the grant of %s", peer->name);
         room_fail(ctx, room, &f, 1);

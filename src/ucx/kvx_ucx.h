@@ -75,6 +75,10 @@ typedef ucs_status_t (*kucx_am_cb_t)(void *arg, const void *header, size_t heade
                                      void *data, size_t length, const ucp_am_recv_param_t *param);
 /* Control messages arrive on the control worker. */
 kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg);
+/* The same for messages that carry bulk data: each arrives whole, eager
+ * (data valid during the callback) or rendezvous (the callback gets a
+ * descriptor for kucx_am_recv_data() or kucx_am_data_release()). */
+kvx_status_t kucx_set_am_data_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg);
 
 /* ---- endpoints --------------------------------------------------------- */
 
@@ -125,6 +129,22 @@ kvx_status_t kucx_flush(ucp_ep_h ep, kucx_done_cb_t cb, void *user, ucs_status_t
  * cb); same return rules. */
 kvx_status_t kucx_am_send(ucp_ep_h ep, unsigned id, const void *buf, size_t len, kucx_done_cb_t cb,
                           void *user, ucs_status_t *ucs_p);
+/* Sends an active message carrying len bytes of registered memory (memh
+ * may be NULL), eager or rendezvous as UCX chooses: buf must not change
+ * and header must stay valid until cb (UCX 1.13 does not copy a header).
+ * Same return rules; the request records len like a put's. */
+kvx_status_t kucx_am_send_data(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
+                               const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
+                               void *user, ucs_status_t *ucs_p);
+/* Completion of kucx_am_recv_data(). */
+typedef void (*kucx_recv_cb_t)(void *request, ucs_status_t status, size_t length, void *user);
+/* Receives a rendezvous message's data into buf (memh may be NULL). Same
+ * return rules; UCX owns desc from here on, whatever the outcome. */
+kvx_status_t kucx_am_recv_data(kucx_ctx_t *u, void *desc, void *buf, size_t len, ucp_mem_h memh,
+                               kucx_recv_cb_t cb, void *user, ucs_status_t *ucs_p);
+/* Drops a rendezvous message kept by returning UCS_INPROGRESS from the
+ * handler; the sender's request completes. */
+void kucx_am_data_release(kucx_ctx_t *u, void *desc);
 void kucx_request_free(void *request);
 /* The length recorded with a put request. */
 static inline size_t kucx_request_len(void *request)

@@ -165,3 +165,17 @@ kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, vo
     p.arg = arg;
     return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker[KUCX_CTRL], &p));
 }
+
+kvx_status_t kucx_set_am_data_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg)
+{
+    ucp_am_handler_param_t p = { 0 };
+
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+    p.id = id;
+    p.cb = cb;
+    p.arg = arg;
+    p.flags = UCP_AM_FLAG_WHOLE_MSG;
+    /* Data messages travel with the puts, on the data worker. */
+    return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker[KUCX_DATA], &p));
+}

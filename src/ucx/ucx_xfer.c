@@ -23,26 +23,39 @@ static kvx_status_t kucx_posted(void *req, ucs_status_t *ucs_p)
     return KVX_INPROGRESS;
 }
 
-kvx_status_t kucx_put(ucp_ep_h ep, const void *buf, size_t len, ucp_mem_h memh, uint64_t raddr,
-                      ucp_rkey_h rkey, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p)
+/* Parameters of an operation that reports to cb(user), on registered
+ * memory when memh is not NULL. */
+static ucp_request_param_t kucx_param(void *user, ucp_mem_h memh)
 {
     ucp_request_param_t p = { 0 };
-    void *req;
 
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.send = cb;
     p.user_data = user;
     if (memh != NULL) {
         p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
         p.memh = memh;
     }
-    req = ucp_put_nbx(ep, buf, len, raddr, rkey, &p);
-    /* Completion callbacks run only inside progress, which the caller's
-     * lock keeps out, so the length is recorded before anyone reads it. */
+    return p;
+}
+
+/* kucx_posted() for an operation that moves len bytes: the request records
+ * them. Completion callbacks run only inside progress, which the caller's
+ * lock keeps out, so the length is recorded before anyone reads it. */
+static kvx_status_t kucx_posted_len(void *req, size_t len, ucs_status_t *ucs_p)
+{
     if (req != NULL && !UCS_PTR_IS_ERR(req)) {
         ((kucx_req_t *)req)->len = len;
     }
     return kucx_posted(req, ucs_p);
+}
+
+kvx_status_t kucx_put(ucp_ep_h ep, const void *buf, size_t len, ucp_mem_h memh, uint64_t raddr,
+                      ucp_rkey_h rkey, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p)
+{
+    ucp_request_param_t p = kucx_param(user, memh);
+
+    p.cb.send = cb;
+    return kucx_posted_len(ucp_put_nbx(ep, buf, len, raddr, rkey, &p), len, ucs_p);
 }
 
 kvx_status_t kucx_flush(ucp_ep_h ep, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p)
@@ -66,6 +79,31 @@ kvx_status_t kucx_am_send(ucp_ep_h ep, unsigned id, const void *buf, size_t len,
     p.user_data = user;
     p.flags = UCP_AM_SEND_FLAG_EAGER;
     return kucx_posted(ucp_am_send_nbx(ep, id, NULL, 0, buf, len, &p), ucs_p);
+}
+
+kvx_status_t kucx_am_send_data(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
+                               const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
+                               void *user, ucs_status_t *ucs_p)
+{
+    ucp_request_param_t p = kucx_param(user, memh);
+
+    p.cb.send = cb;
+    return kucx_posted_len(ucp_am_send_nbx(ep, id, header, header_len, buf, len, &p), len, ucs_p);
+}
+
+kvx_status_t kucx_am_recv_data(kucx_ctx_t *u, void *desc, void *buf, size_t len, ucp_mem_h memh,
+                               kucx_recv_cb_t cb, void *user, ucs_status_t *ucs_p)
+{
+    ucp_request_param_t p = kucx_param(user, memh);
+
+    p.cb.recv_am = cb;
+    return kucx_posted_len(ucp_am_recv_data_nbx(u->worker[KUCX_DATA], desc, buf, len, &p), len,
+                           ucs_p);
+}
+
+void kucx_am_data_release(kucx_ctx_t *u, void *desc)
+{
+    ucp_am_data_release(u->worker[KUCX_DATA], desc);
 }
 
 void kucx_request_free(void *request)

@@ -86,6 +86,10 @@ static const cfg_row_t cfg_table[] = {
       "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
       "busy (never sleep; lowest latency, one core per rank).",
       CFG_FIELD(progress), cfg_progress_modes, 0, 0 },
+    { "KVX_STAGING_BYTES", CFG_SIZE, "32M",
+      "Registered memory a rank sets aside, when its TP ratio needs it, to pack strided heads "
+      "into one put (prefill) or land data it unpacks into its pages (decode); at least 8M.",
+      CFG_FIELD(staging_bytes), NULL, 0, 0 },
 
     /* ---- topology (src/topo) ---- */
     { "KVX_TOPO_XML", CFG_STRING, "",
