@@ -23,10 +23,11 @@ build=$top/build
 
 # Debian packages kvx needs to build and to run its tests; the Slurm ones
 # let mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster,
-# clang and its fuzzer runtime build the fuzzer of tests/fuzz/.
+# clang and its fuzzer runtime build the fuzzer of tests/fuzz/, valgrind
+# runs the memcheck tests.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
-slurmctld slurmd slurm-client munge clang libclang-rt-14-dev"
+slurmctld slurmd slurm-client munge clang libclang-rt-14-dev valgrind"
 
 missing=
 for p in $packages; do
