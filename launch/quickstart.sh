@@ -2,7 +2,8 @@
 # quickstart.sh demo|check - from a fresh Debian 12 machine to a running kvx.
 #
 #   launch/quickstart.sh demo    install what is missing, build, run the demo
-#   launch/quickstart.sh check   install what is missing, build, run every test
+#   launch/quickstart.sh check   install what is missing, build, run every test,
+#                                then again under the sanitizers (tests/sanitize.sh)
 #
 # Packages come from Debian: apt-get installs them when run as root; otherwise
 # the missing ones are listed with the command that installs them. The build
@@ -74,5 +75,10 @@ check)
     # run rather than skip.
     [ "$(id -u)" != 0 ] || export KVXT_REQUIRE_SLURM=1
     make -j"$(nproc)" check
+    # Then the ASan+UBSan and TSan builds (build-asan/, build-tsan/) and
+    # their tests; KVX_QUICKSTART_SANITIZE=no leaves them out.
+    if [ "${KVX_QUICKSTART_SANITIZE:-yes}" != no ]; then
+        "$top/tests/sanitize.sh"
+    fi
     ;;
 esac
