@@ -2,7 +2,8 @@
 # quickstart.sh demo|check - from a fresh Debian 12 machine to a running kvx.
 #
 #   launch/quickstart.sh demo    install what is missing, build, run the demo
-#   launch/quickstart.sh check   install what is missing, build, run every test
+#   launch/quickstart.sh check   install what is missing, build, run every test,
+#                                then again under the sanitizers (tests/sanitize.sh)
 #
 # Packages come from Debian: apt-get installs them when run as root; otherwise
 # the missing ones are listed with the command that installs them. The build
@@ -24,10 +25,12 @@ build=$top/build
 # Debian packages kvx needs to build and to run its tests: the Slurm ones let
 # mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster;
 # iproute2, util-linux, mount and nftables serve the multi-host tests on
-# network namespaces (mpi_tests/netns/).
+# network namespaces (mpi_tests/netns/); clang and its fuzzer runtime build
+# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
-slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables"
+slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
+clang libclang-rt-14-dev valgrind"
 
 missing=
 for p in $packages; do
@@ -74,5 +77,10 @@ check)
     # run rather than skip.
     [ "$(id -u)" != 0 ] || export KVXT_REQUIRE_SLURM=1
     make -j"$(nproc)" check
+    # Then the ASan+UBSan and TSan builds (build-asan/, build-tsan/) and
+    # their tests; KVX_QUICKSTART_SANITIZE=no leaves them out.
+    if [ "${KVX_QUICKSTART_SANITIZE:-yes}" != no ]; then
+        "$top/tests/sanitize.sh"
+    fi
     ;;
 esac

@@ -85,7 +85,7 @@ Test(msg, malformed_messages_are_refused)
         { 32 + 8, 0, 4, "grants 0 pages" },
         { 32 + 8, 101, 4, "grants 101 pages" },
         { 32 + 12, 2, 4, "writes=2" },
-        { 32 + 8, 3, 4, "expected" }, /* claims 3 pages, carries 2 */
+        { 32 + 8, 3, 4, "has a body" }, /* claims 3 pages, carries 2 */
     };
 
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

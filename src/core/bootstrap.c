@@ -102,7 +102,9 @@ static int blob_put(blob_writer_t *w, const void *data, size_t len)
         w->buf = buf;
         w->cap = cap;
     }
-    memcpy(w->buf + w->len, data, len);
+    if (len > 0) { /* a context without aux slots has no aux key: data is NULL */
+        memcpy(w->buf + w->len, data, len);
+    }
     w->len += len;
     return 0;
 }
@@ -296,6 +298,39 @@ static int bootstrap_talks(kvx_ctx_t *ctx, int r, plan_pair_t *pair)
     return pair->talks;
 }
 
+static kvx_status_t bootstrap_ep_pair(kvx_ctx_t *ctx, peer_t *peer, const void *addr,
+                                      const void *caddr, int peer_mode, kvx_failure_t *why)
+{
+    kucx_err_cb_t cb = peer_mode ? peer_ep_error : NULL;
+    kvx_status_t status = kucx_ep_create(&ctx->ucx, KUCX_DATA, addr, cb, peer, &peer->ep, why);
+
+    if (status == KVX_OK) {
+        status = kucx_ep_create(&ctx->ucx, KUCX_CTRL, caddr, cb, peer, &peer->cep, why);
+    }
+    peer->peer_mode = peer_mode;
+    return status;
+}
+
+/* The endpoints to a peer, in UCX peer error mode unless every lane is
+ * shared memory (src/ucx/ucx_ep.c says why), or as KVX_EP_ERR_MODE says. */
+static kvx_status_t bootstrap_endpoints(kvx_ctx_t *ctx, peer_t *peer, const void *addr,
+                                        const void *caddr, kvx_failure_t *why)
+{
+    int mode = ctx->cfg.ep_err_mode; /* 0 auto, 1 peer, 2 none */
+    kvx_status_t status = bootstrap_ep_pair(ctx, peer, addr, caddr,
+                                            mode == 1 || (mode == 0 && !peer->same_machine), why);
+
+    if (status != KVX_OK || mode != 0 || peer->peer_mode ||
+        (kucx_ep_is_shm(peer->ep) && kucx_ep_is_shm(peer->cep))) {
+        return status;
+    }
+    /* A local peer reached over a network transport (UCX_TLS without shared
+     * memory, say): fresh endpoints close at once. */
+    kucx_ep_close(&ctx->ucx, KUCX_DATA, peer->ep, 0, KVX_NS_PER_S);
+    kucx_ep_close(&ctx->ucx, KUCX_CTRL, peer->cep, 0, KVX_NS_PER_S);
+    return bootstrap_ep_pair(ctx, peer, addr, caddr, 1, why);
+}
+
 /* Reads a peer's blob: its endpoint and, if this rank writes to it, its
  * pool's addresses and keys. */
 static kvx_status_t bootstrap_peer(kvx_ctx_t *ctx, peer_t *peer, const rank_info_t *info,
@@ -311,10 +346,7 @@ static kvx_status_t bootstrap_peer(kvx_ctx_t *ctx, peer_t *peer, const rank_info
     if (addr == NULL || caddr == NULL) {
         goto err_blob;
     }
-    status = kucx_ep_create(&ctx->ucx, KUCX_DATA, addr, &peer->ep, why);
-    if (status == KVX_OK) {
-        status = kucx_ep_create(&ctx->ucx, KUCX_CTRL, caddr, &peer->cep, why);
-    }
+    status = bootstrap_endpoints(ctx, peer, addr, caddr, why);
     if (status != KVX_OK) {
         snprintf(why->text, sizeof(why->text), "cannot connect to %s", peer->name);
         return status;
@@ -435,8 +467,9 @@ static void bootstrap_log_transports(kvx_ctx_t *ctx)
 
         kucx_ep_transports(ctx->peers[i].ep, tls, sizeof(tls));
         kucx_ep_transports(ctx->peers[i].cep, ctls, sizeof(ctls));
-        kvx_info("peer %s: data over %s; control over %s", ctx->peers[i].name,
-                 tls[0] ? tls : "(wireup pending)", ctls[0] ? ctls : "(wireup pending)");
+        kvx_info("peer %s: data over %s; control over %s; UCX error handling %s",
+                 ctx->peers[i].name, tls[0] ? tls : "(wireup pending)",
+                 ctls[0] ? ctls : "(wireup pending)", ctx->peers[i].peer_mode ? "peer" : "none");
     }
 }
 
@@ -548,9 +581,10 @@ void bootstrap_close_endpoints(kvx_ctx_t *ctx)
         int data_closed = 1;
 
         /* A lost peer's endpoint may hold puts that can never complete:
+         * in peer error mode a forced close cancels them; otherwise
          * destroying the worker completes them (bootstrap_cleanup()). */
-        if (peer->lost) {
-            continue;
+        if ((peer->lost && !peer->peer_mode) || peer->ep_failed) {
+            continue; /* ep_failed: closed when UCX reported the error */
         }
         /* Keys go before their endpoint, once nothing uses them. */
         if (peer->inflight_ops == 0) {
@@ -562,11 +596,11 @@ void bootstrap_close_endpoints(kvx_ctx_t *ctx)
             peer->aux_rkey = NULL;
         }
         if (peer->ep != NULL) {
-            data_closed = kucx_ep_close(&ctx->ucx, KUCX_DATA, peer->ep, KVX_NS_PER_S);
+            data_closed = kucx_ep_close(&ctx->ucx, KUCX_DATA, peer->ep, peer->lost, KVX_NS_PER_S);
             peer->ep = NULL;
         }
         if (peer->cep != NULL) {
-            kucx_ep_close(&ctx->ucx, KUCX_CTRL, peer->cep, KVX_NS_PER_S);
+            kucx_ep_close(&ctx->ucx, KUCX_CTRL, peer->cep, peer->lost, KVX_NS_PER_S);
             peer->cep = NULL;
         }
         if (!data_closed) {

@@ -50,6 +50,8 @@ typedef struct peer {
     /* Liveness. */
     uint64_t last_heard, last_sent;
     int lost, bye;
+    int peer_mode;      /* its endpoints run in UCX peer error mode */
+    int ep_failed;      /* UCX reported an endpoint error: never used again */
     char lost_how[128]; /* when lost: how it was detected */
     int pid;            /* its process id */
     int same_machine;   /* same kernel and PID namespace: its pid can be checked */
@@ -250,6 +252,10 @@ void peer_tick(kvx_ctx_t *ctx, uint64_t now);
 peer_t *peer_of_rank(kvx_ctx_t *ctx, int rank);
 /* Puts may be posted to this peer now. */
 int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer);
+/* Declares a peer lost: its rooms fail with how (once). */
+void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
+/* UCX's error callback of peer-mode endpoints. */
+void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 /* A room opened with a peer already lost fails at once, with the loss. */
 void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 

@@ -139,8 +139,8 @@ static int msg_status_valid(int32_t s)
     return s >= KVX_ERR_INTERNAL && s <= KVX_INPROGRESS;
 }
 
-static kvx_status_t msg_decode_failure(const char *body, kvx_failure_t *f, char *why,
-                                       size_t why_len)
+static kvx_status_t msg_decode_failure(const char *body, const msg_limits_t *limits,
+                                       kvx_failure_t *f, char *why, size_t why_len)
 {
     msg_failure_t w;
 
@@ -153,6 +153,19 @@ static kvx_status_t msg_decode_failure(const char *body, kvx_failure_t *f, char 
     }
     if (w.origin_role < KVX_ROLE_NONE || w.origin_role > KVX_ROLE_DECODE) {
         return msg_bad(why, why_len, "FAIL carries role %d", w.origin_role);
+    }
+    /* The origin reaches the application (kvx_room_failure): it must name a
+     * rank of this job, or none. */
+    if (w.origin_rank < -1 || w.origin_rank >= limits->world_size || w.origin_instance < -1 ||
+        w.origin_instance >= limits->world_size || w.origin_tp_rank < -1 ||
+        w.origin_tp_rank >= limits->world_size) {
+        return msg_bad(why, why_len, "FAIL names origin rank %d, instance %d, tp %d", w.origin_rank,
+                       w.origin_instance, w.origin_tp_rank);
+    }
+    if ((w.flags & ~KVX_FAILURE_INJECTED) != 0 || w.has_room > 1 ||
+        w.count > (uint32_t)limits->world_size) {
+        return msg_bad(why, why_len, "FAIL has flags 0x%x, has_room %u, count %u", w.flags,
+                       w.has_room, w.count);
     }
     if (memchr(w.foreign, '\0', sizeof(w.foreign)) == NULL ||
         memchr(w.text, '\0', sizeof(w.text)) == NULL) {
@@ -167,10 +180,43 @@ static kvx_status_t msg_decode_failure(const char *body, kvx_failure_t *f, char 
     f->origin_tp_rank = w.origin_tp_rank;
     f->flags = w.flags;
     f->count = w.count;
-    f->has_room = w.has_room != 0;
+    f->has_room = (int)w.has_room;
     f->room_id = w.room_id;
     memcpy(f->foreign, w.foreign, sizeof(f->foreign));
     memcpy(f->text, w.text, sizeof(f->text));
+    return KVX_OK;
+}
+
+/* A PREALLOC's fixed part, and the pages that follow it. */
+static kvx_status_t msg_decode_prealloc(const char *body, size_t body_len,
+                                        const msg_limits_t *limits, msg_prealloc_t *p_out,
+                                        char *why, size_t why_len)
+{
+    msg_prealloc_t p;
+
+    memcpy(&p, body, sizeof(p));
+    if (p.npages == 0 || p.npages > limits->max_pages) {
+        return msg_bad(why, why_len, "PREALLOC grants %u pages; at most %zu fit the pool", p.npages,
+                       limits->max_pages);
+    }
+    if (p.writes > 1 || p.aux_slot < -1) {
+        return msg_bad(why, why_len, "PREALLOC has writes=%u aux_slot=%lld", p.writes,
+                       (long long)p.aux_slot);
+    }
+    if (body_len != sizeof(p) + (p.writes ? (size_t)p.npages * sizeof(uint32_t) : 0)) {
+        return msg_bad(why, why_len, "PREALLOC of %u pages has a body of %zu bytes", p.npages,
+                       body_len);
+    }
+    for (uint32_t i = 0; i < p.npages && p.writes; i++) {
+        uint32_t page;
+
+        memcpy(&page, body + sizeof(p) + (size_t)i * sizeof(page), sizeof(page));
+        if (page >= limits->max_pages) {
+            return msg_bad(why, why_len, "PREALLOC grants page %u; no pool has %zu pages", page,
+                           (size_t)page + 1);
+        }
+    }
+    *p_out = p;
     return KVX_OK;
 }
 
@@ -196,65 +242,65 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
                         char *why, size_t why_len)
 {
     const char *body = (const char *)buf + sizeof(msg_hdr_t);
-    size_t want;
-    msg_hdr_t h;
+    msg_t m;
 
     if (buf == NULL || len < sizeof(msg_hdr_t)) {
         return msg_bad(why, why_len, "message of %zu bytes is shorter than a header", len);
     }
-    memcpy(&h, buf, sizeof(h));
-    if (h.magic != MSG_MAGIC) {
-        return msg_bad(why, why_len, "bad magic 0x%08x", h.magic);
+    memset(&m, 0, sizeof(m));
+    memcpy(&m.hdr, buf, sizeof(m.hdr));
+    if (m.hdr.magic != MSG_MAGIC) {
+        return msg_bad(why, why_len, "bad magic 0x%08x", m.hdr.magic);
     }
-    if (h.version != MSG_VERSION) {
-        return msg_bad(why, why_len, "protocol version %u, this kvx speaks %u", h.version,
+    if (m.hdr.version != MSG_VERSION) {
+        return msg_bad(why, why_len, "protocol version %u, this kvx speaks %u", m.hdr.version,
                        MSG_VERSION);
     }
-    if (h.type == 0 || h.type >= MSG_TYPE_MAX) {
-        return msg_bad(why, why_len, "unknown message type %u", h.type);
+    if (m.hdr.type == 0 || m.hdr.type >= MSG_TYPE_MAX) {
+        return msg_bad(why, why_len, "unknown message type %u", m.hdr.type);
     }
-    if (h.length != len) {
-        return msg_bad(why, why_len, "%s says %u bytes but %zu arrived", msg_type_name(h.type),
-                       h.length, len);
+    if (m.hdr.length != len) {
+        return msg_bad(why, why_len, "%s says %u bytes but %zu arrived", msg_type_name(m.hdr.type),
+                       m.hdr.length, len);
     }
-    if (h.src_rank < 0 || h.src_rank >= limits->world_size) {
+    if (m.hdr.src_rank < 0 || m.hdr.src_rank >= limits->world_size) {
         return msg_bad(why, why_len, "%s from rank %d, outside the world of %d",
-                       msg_type_name(h.type), h.src_rank, limits->world_size);
+                       msg_type_name(m.hdr.type), m.hdr.src_rank, limits->world_size);
     }
-    want = sizeof(msg_hdr_t) + msg_body_len(h.type);
-    if (h.type == MSG_PREALLOC && len >= want) {
-        msg_prealloc_t p;
-
-        memcpy(&p, body, sizeof(p));
-        if (p.npages == 0 || p.npages > limits->max_pages) {
-            return msg_bad(why, why_len, "PREALLOC grants %u pages; at most %zu fit the pool",
-                           p.npages, limits->max_pages);
+    if (len < sizeof(msg_hdr_t) + msg_body_len(m.hdr.type) ||
+        (m.hdr.type != MSG_PREALLOC && len != sizeof(msg_hdr_t) + msg_body_len(m.hdr.type))) {
+        return msg_bad(why, why_len, "%s of %zu bytes, expected %zu", msg_type_name(m.hdr.type),
+                       len, sizeof(msg_hdr_t) + msg_body_len(m.hdr.type));
+    }
+    switch (m.hdr.type) {
+    case MSG_PREALLOC:
+        if (msg_decode_prealloc(body, len - sizeof(msg_hdr_t), limits, &m.u.prealloc, why,
+                                why_len) != KVX_OK) {
+            return KVX_ERR_PROTOCOL;
         }
-        if (p.writes > 1 || p.aux_slot < -1) {
-            return msg_bad(why, why_len, "PREALLOC has writes=%u aux_slot=%lld", p.writes,
-                           (long long)p.aux_slot);
+        m.pages = body + sizeof(msg_prealloc_t);
+        break;
+    case MSG_DONE:
+        memcpy(&m.u.done, body, sizeof(m.u.done));
+        break;
+    case MSG_DATA:
+        memcpy(&m.u.data, body, sizeof(m.u.data));
+        if (m.u.data.npages == 0 || m.u.data.npages > limits->max_pages ||
+            m.u.data.pos > limits->max_pages - m.u.data.npages) {
+            return msg_bad(why, why_len, "DATA for pages [%u, +%u) of a pool of %zu", m.u.data.pos,
+                           m.u.data.npages, limits->max_pages);
         }
-        want += p.writes ? (size_t)p.npages * sizeof(uint32_t) : 0;
-        msg->u.prealloc = p;
-        msg->pages = body + sizeof(p);
-    }
-    if (len != want) {
-        return msg_bad(why, why_len, "%s of %zu bytes, expected %zu", msg_type_name(h.type), len,
-                       want);
-    }
-    if (h.type == MSG_DONE) {
-        memcpy(&msg->u.done, body, sizeof(msg->u.done));
-    } else if (h.type == MSG_DATA) {
-        memcpy(&msg->u.data, body, sizeof(msg->u.data));
-        if (msg->u.data.npages == 0 || msg->u.data.npages > limits->max_pages ||
-            msg->u.data.pos > limits->max_pages - msg->u.data.npages) {
-            return msg_bad(why, why_len, "DATA for pages [%u, +%u) of a pool of %zu",
-                           msg->u.data.pos, msg->u.data.npages, limits->max_pages);
+        break;
+    case MSG_FAIL:
+    case MSG_VERDICT:
+        if (msg_decode_failure(body, limits, &m.u.failure, why, why_len) != KVX_OK) {
+            return KVX_ERR_PROTOCOL;
         }
-    } else if ((h.type == MSG_FAIL || h.type == MSG_VERDICT) &&
-               msg_decode_failure(body, &msg->u.failure, why, why_len) != KVX_OK) {
-        return KVX_ERR_PROTOCOL;
+        break;
+    default:
+        break;
     }
-    msg->hdr = h;
+    /* Nothing reaches the caller before every check passed. */
+    *msg = m;
     return KVX_OK;
 }

@@ -73,7 +73,7 @@ static void peer_send_now(outmsg_t *m, uint64_t now)
     ucs_status_t ucs;
     kvx_status_t status;
 
-    if (m->peer->lost) {
+    if (m->peer->lost || m->peer->ep_failed) {
         free(m->buf);
         return;
     }
@@ -222,6 +222,41 @@ static const char *peer_lost_how(const kvx_ctx_t *ctx, const peer_t *peer, uint6
     return NULL;
 }
 
+void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
+{
+    if (peer->lost) {
+        return;
+    }
+    peer->lost = 1;
+    snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
+    /* A collective on the TP communicator would never complete now. */
+    ctx->tp_broken |= peer->role == ctx->role;
+    kvx_warn("peer %s lost: %s", peer->name, how);
+    peer_fail_rooms(ctx, peer, how);
+}
+
+void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+    peer_t *peer = arg;
+    char how[128];
+
+    /* Runs inside the worker's progress, with the context locked. */
+    snprintf(how, sizeof(how), "UCX reported %s on the %s endpoint", ucs_status_string(status),
+             ep == peer->cep ? "control" : "data");
+    peer_mark_lost(peer->ctx, peer, how);
+    if (peer->ep_failed) {
+        return;
+    }
+    peer->ep_failed = 1;
+    /* Closed at once: UCX 1.13 aborts the process when, as the target of
+     * software-emulated puts over TCP, it answers puts of a peer whose
+     * endpoint failed (ucp_put_handler -> "Fatal: unexpected error: Endpoint
+     * timeout"); a closed endpoint's traffic is dropped instead. What the
+     * endpoints still held completes, with an error, through the callbacks. */
+    kucx_ep_cancel(peer->ep);
+    kucx_ep_cancel(peer->cep);
+}
+
 void peer_tick(kvx_ctx_t *ctx, uint64_t now)
 {
     for (int i = 0; i < ctx->npeers; i++) {
@@ -232,12 +267,7 @@ void peer_tick(kvx_ctx_t *ctx, uint64_t now)
             continue;
         }
         if (!peer->bye && peer_lost_how(ctx, peer, now - peer->last_heard, how, sizeof(how))) {
-            peer->lost = 1;
-            snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
-            /* A collective on the TP communicator would never complete now. */
-            ctx->tp_broken |= peer->role == ctx->role;
-            kvx_warn("peer %s lost: %s", peer->name, how);
-            peer_fail_rooms(ctx, peer, how);
+            peer_mark_lost(ctx, peer, how);
             continue;
         }
         if (now - peer->last_sent >= ctx->cfg.keepalive_interval) {

@@ -10,6 +10,7 @@
 #include "util/log.h"
 #include "util/time.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,11 +177,15 @@ ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length,
     }
     memset(&m, 0, sizeof(m));
     if (msg_decode(data, length, &ctx->limits, &m, why, sizeof(why)) != KVX_OK) {
-        int src = length >= sizeof(msg_hdr_t) ? ((const msg_hdr_t *)data)->src_rank : -1;
+        int32_t src = -1;
 
+        /* The buffer may be unaligned, and the rank is only a claim. */
+        if (length >= sizeof(msg_hdr_t)) {
+            memcpy(&src, (const char *)data + offsetof(msg_hdr_t, src_rank), sizeof(src));
+        }
         ctx->bad_msgs++;
-        kvx_warn("malformed message #%llu (claims rank %d): %s", (unsigned long long)ctx->bad_msgs,
-                 src, why);
+        kvx_warn("malformed message #%llu (claiming rank %d): %s",
+                 (unsigned long long)ctx->bad_msgs, src, why);
         return UCS_OK;
     }
     peer = peer_of_rank(ctx, m.hdr.src_rank);
@@ -191,6 +196,14 @@ ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     peer->last_heard = kvx_now_ns();
+    if (peer->lost && peer->role != ctx->role && !peer->ep_failed) {
+        /* Heard again after being declared lost (a partition that healed):
+         * the rooms that failed stay failed; new rooms may use it again. A
+         * TP sibling is never taken back: the instance's collectives are
+         * already abandoned. */
+        peer->lost = 0;
+        kvx_warn("peer %s is back after being lost (%s)", peer->name, peer->lost_how);
+    }
     kvx_trace("recv %s room %llu from %s", msg_type_name(m.hdr.type),
               (unsigned long long)m.hdr.room, peer->name);
     protocol_dispatch(ctx, peer, &m, data, length);

@@ -358,7 +358,8 @@ kvx_status_t kvx_room_aux(kvx_ctx_t *ctx, uint64_t id, void *buf, size_t len, si
     } else {
         row = (const char *)ctx->pool.aux + (size_t)room->aux_slot * ctx->pool.aux_stride;
         memcpy(&h, row, sizeof(h));
-        if (h.len > len || (h.len > 0 && buf == NULL)) {
+        /* The slot is written by a peer: its length is checked, not trusted. */
+        if (h.len > ctx->aux_item_size || h.len > len || (h.len > 0 && buf == NULL)) {
             status = KVX_ERR_AUX;
         } else {
             memcpy(buf, row + sizeof(h), h.len);

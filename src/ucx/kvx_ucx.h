@@ -82,12 +82,23 @@ kvx_status_t kucx_set_am_data_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t c
 
 /* ---- endpoints --------------------------------------------------------- */
 
-kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *address, ucp_ep_h *ep_p,
+/* An endpoint's transport error (peer error mode only). */
+typedef void (*kucx_err_cb_t)(void *arg, ucp_ep_h ep, ucs_status_t status);
+
+/* Creates an endpoint; with err_cb, in peer error mode (a transport error is
+ * reported to err_cb instead of aborting the process). */
+kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *address,
+                            kucx_err_cb_t err_cb, void *err_arg, ucp_ep_h *ep_p,
                             kvx_failure_t *why);
+/* Force-closes a peer-mode endpoint without waiting (callable from its error
+ * callback); the request, if any, is released. */
+void kucx_ep_cancel(ucp_ep_h ep);
+/* Do all of the endpoint's lanes use shared memory (or self)? */
+int kucx_ep_is_shm(ucp_ep_h ep);
 /* Closes an endpoint after flushing it, progressing the worker for at most
  * timeout_ns. Returns 0 when the close did not finish: destroying the worker
  * then completes it (and whatever the endpoint still held). */
-int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, uint64_t timeout_ns);
+int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uint64_t timeout_ns);
 /* The transports an endpoint uses, e.g. "sysv/memory cma/memory", into buf. */
 void kucx_ep_transports(ucp_ep_h ep, char *buf, size_t len);
 

@@ -1,10 +1,14 @@
 /*
  * ucx_ep.c - endpoints to peer workers.
  *
- * Endpoints are created without UCX error handling: on shared memory UCX's
- * peer error mode drops the shared-memory transports (measured here: 1 GiB
- * of 2 MiB puts went from 4.6 GB/s over sysv/cma to 0.95 GB/s over tcp/lo).
- * kvx detects dead peers with its own keepalive instead (src/core/peer.c).
+ * Error handling is chosen per endpoint (bootstrap.c). Without it UCX aborts
+ * the whole process on a transport error (seen: "Fatal: unexpected error:
+ * Endpoint timeout" over TCP when a peer went away), so every endpoint with
+ * a network lane uses peer error mode, which costs nothing there (1 GiB of
+ * 2 MiB puts over TCP: 1.08 GB/s without, 1.11 GB/s with). On shared memory
+ * peer mode has no transport unless UCX_{POSIX,SYSV}_ERROR_HANDLING=y, and
+ * then it costs (7.83 vs 6.84 GB/s): endpoints whose lanes are all shared
+ * memory go without, and kvx finds dead local peers itself (peer.c).
  */
 #include "config.h"
 
@@ -16,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *address, ucp_ep_h *ep_p,
-                            kvx_failure_t *why)
+kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *address,
+                            kucx_err_cb_t err_cb, void *err_arg, ucp_ep_h *ep_p, kvx_failure_t *why)
 {
     ucp_ep_params_t p = { 0 };
     ucs_status_t rc;
@@ -25,7 +29,12 @@ kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *addre
 
     p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
     p.address = (const ucp_address_t *)address;
-    p.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    p.err_mode = err_cb != NULL ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+    if (err_cb != NULL) {
+        p.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        p.err_handler.cb = err_cb;
+        p.err_handler.arg = err_arg;
+    }
     rc = ucp_ep_create(u->worker[plane], &p, &ep);
     if (rc != UCS_OK) {
         kvx_error("ucp_ep_create failed: %s", ucs_status_string(rc));
@@ -37,15 +46,53 @@ kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *addre
     return KVX_OK;
 }
 
-int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, uint64_t timeout_ns)
+void kucx_ep_cancel(ucp_ep_h ep)
+{
+    ucp_request_param_t p = { 0 };
+    void *req;
+
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    req = ucp_ep_close_nbx(ep, &p);
+    if (req != NULL && !UCS_PTR_IS_ERR(req)) {
+        ucp_request_free(req);
+    }
+}
+
+int kucx_ep_is_shm(ucp_ep_h ep)
+{
+    static const char *const shm[] = { "sysv/", "posix/", "cma/", "xpmem/", "knem/", "self/" };
+    char tls[512], *save = NULL;
+    int lanes = 0;
+
+    kucx_ep_transports(ep, tls, sizeof(tls));
+    for (char *tl = strtok_r(tls, " ", &save); tl != NULL; tl = strtok_r(NULL, " ", &save)) {
+        int known = 0;
+
+        for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++) {
+            known |= strncmp(tl, shm[i], strlen(shm[i])) == 0;
+        }
+        if (!known) {
+            return 0;
+        }
+        lanes++;
+    }
+    return lanes > 0;
+}
+
+int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uint64_t timeout_ns)
 {
     ucp_request_param_t p = { 0 };
     struct timespec t0, t;
     void *req;
     int done;
 
-    /* Flush mode: FORCE needs peer error handling on both sides, which kvx's
-     * endpoints do not use (ucx_ep.c's header says why). */
+    /* FORCE (cancel what is outstanding) needs peer error handling: the
+     * caller asks for it only on such endpoints. */
+    if (force) {
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    }
     req = ucp_ep_close_nbx(ep, &p);
     if (req == NULL || UCS_PTR_IS_ERR(req)) {
         return 1;
@@ -58,10 +105,9 @@ int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, uint64_t timeo
     } while (!done && (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -
                               (uint64_t)t0.tv_nsec <
                           timeout_ns);
-    if (done) {
-        ucp_request_free(req);
-    }
-    /* Not done: the worker's destruction completes it. */
+    /* Released either way: one still in progress is freed by UCX when the
+     * worker's destruction completes it. */
+    ucp_request_free(req);
     return done;
 }
 

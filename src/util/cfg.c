@@ -33,6 +33,7 @@ typedef struct cfg_row {
 
 static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
 static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
+static const char *const cfg_ep_err_modes[] = { "auto", "peer", "none", NULL };
 /* In cfg_bind_t order. */
 static const char *const cfg_bind_modes[] = { "none", "cpu", "cpu+mem", NULL };
 
@@ -82,6 +83,11 @@ static const cfg_row_t cfg_table[] = {
     { "KVX_MAX_INFLIGHT_OPS", CFG_INT, "1024",
       "Puts in flight to one peer before further puts wait.", CFG_FIELD(max_inflight_ops), NULL, 1,
       1 << 20 },
+    { "KVX_EP_ERR_MODE", CFG_ENUM, "auto",
+      "UCX error handling of endpoints: auto (peer mode wherever a lane crosses a network, none "
+      "on shared memory, where it costs bandwidth), peer, or none (UCX then aborts the process "
+      "on a transport error).",
+      CFG_FIELD(ep_err_mode), cfg_ep_err_modes, 0, 0 },
     { "KVX_PROGRESS", CFG_ENUM, "adaptive",
       "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
       "busy (never sleep; lowest latency, one core per rank).",

@@ -33,6 +33,7 @@ typedef struct kvx_cfg {
     uint64_t max_inflight_bytes; /* KVX_MAX_INFLIGHT_BYTES */
     long long max_inflight_ops;  /* KVX_MAX_INFLIGHT_OPS */
     int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
+    int ep_err_mode;             /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none */
     uint64_t staging_bytes;      /* KVX_STAGING_BYTES */
 
     /* ---- topology (src/topo) ---- */

@@ -1,0 +1,197 @@
+/*
+ * t_repro.c - reproducers of open findings in src/core (issue 9), one mode
+ * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Not part of make
+ * check while the findings are open: build it with make mpi_tests/t_repro
+ * (in build-asan/ for the memory errors), run it by hand, and turn each mode
+ * into a test case when its finding is fixed.
+ *
+ *   noaux     A context without an aux pool (aux_slots 0): bootstrap.c
+ *             passes a NULL rkey buffer to memcpy (UBSan aborts creation).
+ *   stall     The decode rank is stopped for 2 s, longer than
+ *             KVX_PEER_TIMEOUT: both sides declare the other lost, and after
+ *             it runs again a new room never ends (BOOTSTRAPPING until
+ *             KVX_BOOTSTRAP_TIMEOUT); the mode reports the state after 20 s.
+ *   inflight  kvx_ctx_destroy() on the prefill while puts to a stopped decode
+ *             are in flight (needs UCX_TLS=tcp,self, KVX_SHUTDOWN_TIMEOUT=1s,
+ *             KVX_PEER_TIMEOUT=500ms): UCX completes the puts from
+ *             ucp_worker_destroy() after the rooms were freed (ASan:
+ *             heap-use-after-free in sender_put_cb).
+ *
+ * From build-asan/:
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro stall
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
+ *       KVX_PEER_TIMEOUT=500ms mpirun -np 2 -x UCX_TLS mpi_tests/t_repro inflight
+ * (as root add --allow-run-as-root; exit 0 and "expected" lines when fixed)
+ */
+#include <kvx.h>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int rank, peer_pid;
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static kvx_ctx_t *create(size_t num_pages, unsigned page_size, size_t aux_slots)
+{
+    kvx_ctx_params_t p;
+    kvx_failure_t why;
+    kvx_ctx_t *ctx;
+    char line[512];
+    int pid = getpid();
+
+    kvx_ctx_params_init(&p);
+    p.kv.layers = 2;
+    p.kv.page_size = page_size;
+    p.kv.kv_heads = 8;
+    p.kv.head_dim = 128;
+    p.num_pages = num_pages;
+    p.aux_slots = aux_slots;
+    p.aux_item_size = aux_slots > 0 ? 8 : 0;
+    if (kvx_ctx_create(MPI_COMM_WORLD, &p, &ctx, &why) != KVX_OK) {
+        kvx_failure_format(&why, line, sizeof(line));
+        fprintf(stderr, "t_repro: rank %d: kvx_ctx_create: %s\n", rank, line);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    MPI_Sendrecv(&pid, 1, MPI_INT, 1 - rank, 0, &peer_pid, 1, MPI_INT, 1 - rank, 0, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    return ctx;
+}
+
+static kvx_role_t role_of(kvx_ctx_t *ctx)
+{
+    kvx_identity_t id;
+
+    kvx_ctx_identity(ctx, &id);
+    return id.role;
+}
+
+/* Opens room id on this side with pages 0..n-1 (the prefill hands them
+ * over at once) and polls it for at most limit seconds. */
+static kvx_room_state_t run_room(kvx_ctx_t *ctx, uint64_t id, size_t n, double limit)
+{
+    uint32_t *pages = malloc(n * sizeof(uint32_t));
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    double t0 = now_s();
+
+    for (size_t i = 0; i < n; i++) {
+        pages[i] = (uint32_t)i;
+    }
+    if (role_of(ctx) == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, id, 0, pages, n, -1);
+    } else {
+        kvx_room_send_open(ctx, id, 0, n);
+        kvx_room_send_chunk(ctx, id, pages, n, NULL, 0);
+    }
+    while (now_s() - t0 < limit && kvx_room_poll(ctx, id, &st) == KVX_OK &&
+           st != KVX_ROOM_SUCCESS && st != KVX_ROOM_FAILED) {
+        usleep(1000);
+    }
+    free(pages);
+    return st;
+}
+
+/* The decode stops itself; the prefill wakes it after secs seconds. */
+static void stop_decode(kvx_ctx_t *ctx, unsigned secs)
+{
+    if (role_of(ctx) == KVX_ROLE_DECODE) {
+        raise(SIGSTOP);
+    } else {
+        sleep(secs);
+        kill(peer_pid, SIGCONT);
+    }
+}
+
+static int repro_noaux(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 0);
+
+    printf("t_repro: rank %d: a context without aux slots was created (expected)\n", rank);
+    kvx_ctx_destroy(ctx);
+    return 0;
+}
+
+static int repro_stall(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_room_state_t before = run_room(ctx, 1, 4, 10), after;
+
+    kvx_room_close(ctx, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    stop_decode(ctx, 2);
+    MPI_Barrier(MPI_COMM_WORLD);
+    sleep(1);
+    after = run_room(ctx, 2, 4, 20);
+    printf("t_repro: rank %d: room 1 before the stall %s; room 2 after it %s 20 s later "
+           "(expected SUCCESS, or FAILED with a reason)\n",
+           rank, kvx_room_state_name(before), kvx_room_state_name(after));
+    kvx_room_close(ctx, 2);
+    kvx_ctx_destroy(ctx);
+    return after == KVX_ROOM_SUCCESS || after == KVX_ROOM_FAILED ? 0 : 1;
+}
+
+static int repro_inflight(void)
+{
+    kvx_ctx_t *ctx = create(256, 16, 1);
+    kvx_role_t role = role_of(ctx);
+    uint32_t *pages = malloc(256 * sizeof(uint32_t));
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+
+    for (uint32_t i = 0; i < 256; i++) {
+        pages[i] = i;
+    }
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 1, 0, pages, 256, -1);
+        while (kvx_room_poll(ctx, 1, &st) == KVX_OK && st < KVX_ROOM_WAITING_FOR_INPUT) {
+            usleep(100);
+        }
+    } else {
+        kvx_room_send_open(ctx, 1, 0, 256);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (role == KVX_ROLE_DECODE) {
+        raise(SIGSTOP); /* the prefill wakes it once it destroyed its context */
+    } else {
+        usleep(300000);
+        kvx_room_send_chunk(ctx, 1, pages, 256, NULL, 0);
+        usleep(100000);
+    }
+    kvx_ctx_destroy(ctx);
+    printf("t_repro: rank %d: destroyed (expected, without a memory error)\n", rank);
+    if (role == KVX_ROLE_PREFILL) {
+        kill(peer_pid, SIGCONT);
+    }
+    free(pages);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    int rc = 2;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (strcmp(mode, "noaux") == 0) {
+        rc = repro_noaux();
+    } else if (strcmp(mode, "stall") == 0) {
+        rc = repro_stall();
+    } else if (strcmp(mode, "inflight") == 0) {
+        rc = repro_inflight();
+    } else {
+        fprintf(stderr, "usage: t_repro noaux|stall|inflight (see mpi_tests/t_repro.c)\n");
+    }
+    MPI_Finalize();
+    return rc;
+}
