@@ -229,8 +229,9 @@ static void put_header(put_job_t *j, bench_out_t *out)
                     "kvx clock: from a barrier, with the first rooms granted, until the "
                     "decode sees its last room SUCCESS (polling every %.0f us)",
                     o->poll_us);
-    bench_out_setup(out, "raw clock: from a barrier until the target, spinning in "
-                         "ucp_worker_progress, sees a flag put after the last flush");
+    bench_out_setup(out, "raw clock: from a barrier until the target, progressing its worker as "
+                         "kvx's progress thread does (KVX_PROGRESS), sees a flag put after the "
+                         "last flush");
     bench_out_heads(
         out,
         "      bytes  rooms   puts   kvx GB/s      min      max  raw GB/s      min      "

@@ -10,18 +10,27 @@
  * mode unless every lane is shared memory, or as KVX_EP_ERR_MODE says). It is
  * created after kvx's context, so UCX_NET_DEVICES is what kvx chose.
  *
- * A room is its puts and one flush of the endpoint; the target spins in
- * ucp_worker_progress (on shared memory UCX emulates puts with active
- * messages only the target's progress completes) until an 8-byte flag,
- * put after the last flush completed, says every room has landed.
+ * A room is its puts and one flush of the endpoint; the target progresses
+ * its worker (on shared memory UCX emulates puts with active messages only
+ * the target's progress completes) until an 8-byte flag, put after the last
+ * flush completed, says every room has landed. Both sides wait as kvx's
+ * progress thread does (KVX_PROGRESS): adaptive spins 256 empty progress
+ * calls, then sleeps on the worker's event fd (at most 10 ms, kvx's tick);
+ * busy never sleeps. On a machine with fewer cores than busy threads this
+ * decides who runs: two spinning processes that share a core each burn a
+ * whole time slice while the shared-memory FIFO between them is full or
+ * empty.
  */
 #include "bench.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <ucp/api/ucp.h>
 
 #define RAW_FLAG_BYTES 64
+#define RAW_SPINS      256 /* kvx's PROGRESS_SPINS */
+#define RAW_SLEEP_MS   10  /* the longest a kvx progress thread sleeps */
 
 struct raw {
     MPI_Comm comm;
@@ -39,12 +48,29 @@ struct raw {
     uint64_t flag_src; /* the initiator's copy of the flag */
     int flushed, errors;
     int peer_mode; /* the endpoint's error handling */
+    int efd;       /* the worker's event fd, -1 to spin */
+    unsigned idle; /* empty progress calls in a row */
     char tls[320];
 };
 
 static void raw_error(const char *what, ucs_status_t st)
 {
     fprintf(stderr, "kvx-bench: rank %d: %s: %s\n", bench_rank, what, ucs_status_string(st));
+}
+
+/* Whether a KVX_* variable is set to value here (kvx reads it, so it is
+ * asked, not read from the environment). */
+static int raw_config_is(const char *name, const char *value)
+{
+    for (size_t i = 0; i < kvx_config_count(); i++) {
+        kvx_config_var_t v;
+
+        kvx_config_var(i, &v);
+        if (!strcmp(v.name, name)) {
+            return !strcmp(v.value != NULL ? v.value : v.default_value, value);
+        }
+    }
+    return 0;
 }
 
 static int raw_context(raw_t *raw)
@@ -76,7 +102,30 @@ static int raw_context(raw_t *raw)
         raw_error("ucp_worker_create", st);
         return -1;
     }
+    raw->efd = -1;
+    if (!raw_config_is("KVX_PROGRESS", "busy") &&
+        ucp_worker_get_efd(raw->worker, &raw->efd) != UCS_OK) {
+        raw->efd = -1;
+    }
     return 0;
+}
+
+/* Progresses the worker; after RAW_SPINS empty calls in a row sleeps on
+ * its event fd, as kvx's adaptive progress thread does. */
+static void raw_progress(raw_t *raw)
+{
+    struct pollfd pfd = { raw->efd, POLLIN, 0 };
+
+    if (ucp_worker_progress(raw->worker) > 0 || raw->efd < 0) {
+        raw->idle = 0;
+        return;
+    }
+    if (++raw->idle >= RAW_SPINS) {
+        raw->idle = 0;
+        if (ucp_worker_arm(raw->worker) == UCS_OK) {
+            poll(&pfd, 1, RAW_SLEEP_MS);
+        }
+    }
 }
 
 static int raw_map(raw_t *raw, void **buf, size_t len, ucp_mem_h *memh)
@@ -153,23 +202,12 @@ static void raw_ep_err(void *arg, ucp_ep_h ep, ucs_status_t status)
     raw->errors++;
 }
 
-/* KVX_EP_ERR_MODE as kvx reads it: 0 auto, 1 peer, 2 none. */
-static int raw_err_mode(void)
-{
-    for (size_t i = 0; i < kvx_config_count(); i++) {
-        kvx_config_var_t v;
-
-        kvx_config_var(i, &v);
-        if (!strcmp(v.name, "KVX_EP_ERR_MODE") && v.value != NULL) {
-            return !strcmp(v.value, "peer") ? 1 : !strcmp(v.value, "none") ? 2 : 0;
-        }
-    }
-    return 0;
-}
-
 static int raw_ep(raw_t *raw, const void *addr, int same_host)
 {
-    int mode = raw_err_mode();
+    /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none. */
+    int mode = raw_config_is("KVX_EP_ERR_MODE", "peer")   ? 1
+               : raw_config_is("KVX_EP_ERR_MODE", "none") ? 2
+                                                          : 0;
 
     for (int peer = mode == 1 || (mode == 0 && !same_host);; peer = 1) {
         ucp_ep_params_t p = { 0 };
@@ -406,7 +444,7 @@ static void raw_initiate(raw_t *raw, const raw_put_t *const *slot_puts, const si
             raw_post_room(raw, slot_puts[posted % nslots], slot_nputs[posted % nslots]);
             posted++;
         }
-        ucp_worker_progress(raw->worker);
+        raw_progress(raw);
     }
     raw->flag_src = raw->seq;
     req = ucp_put_nbx(raw->ep, &raw->flag_src, sizeof(raw->flag_src),
@@ -415,14 +453,14 @@ static void raw_initiate(raw_t *raw, const raw_put_t *const *slot_puts, const si
         raw->errors++;
     } else if (req != NULL) {
         while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-            ucp_worker_progress(raw->worker);
+            raw_progress(raw);
         }
         ucp_request_free(req);
     }
     flags = raw->flushed;
     raw_post_room(raw, NULL, 0);
     while (raw->flushed == flags) {
-        ucp_worker_progress(raw->worker);
+        raw_progress(raw);
     }
 }
 
@@ -442,7 +480,7 @@ double raw_stream(raw_t *raw, const raw_put_t *const *slot_puts, const size_t *s
     } else {
         flag = (volatile uint64_t *)((char *)raw->dst + raw->dst_len);
         while (*flag != raw->seq) {
-            ucp_worker_progress(raw->worker);
+            raw_progress(raw);
         }
     }
     t = bench_now() - t0;
