@@ -40,7 +40,7 @@ typedef struct agree_job {
 } agree_job_t;
 
 typedef struct agree_rep {
-    double reg_us, kvx_us, mpi_us;
+    double reg_us, kvx_us, mpi_us, nbc_us;
     int rounds, ok;
 } agree_rep_t;
 
@@ -153,8 +153,10 @@ static int agree_verify(agree_job_t *j, int n, uint64_t *hash)
 
 static agree_rep_t agree_measure(agree_job_t *j, int n, int nfail)
 {
-    agree_rep_t rep = { 0, 0, 0, 0, 1 };
-    double t0, v[4];
+    agree_rep_t rep = { 0, 0, 0, 0, 0, 1 };
+    double t0, v[5];
+    MPI_Request req;
+    int done = 0;
     uint64_t hash[2];
 
     memset(j->chosen, 0, (size_t)n);
@@ -187,11 +189,20 @@ static agree_rep_t agree_measure(agree_job_t *j, int n, int nfail)
     t0 = bench_now();
     MPI_Allreduce(j->vec, j->res, n + 1, MPI_INT32_T, MPI_MIN, j->tp_comm);
     rep.mpi_us = (bench_now() - t0) * 1e6;
+    /* The non-blocking form kvx uses, spun with MPI_Test like a round. */
+    MPI_Barrier(j->comm);
+    t0 = bench_now();
+    MPI_Iallreduce(j->vec, j->res, n + 1, MPI_INT32_T, MPI_MIN, j->tp_comm, &req);
+    while (!done) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    }
+    rep.nbc_us = (bench_now() - t0) * 1e6;
     v[0] = rep.reg_us;
     v[1] = rep.kvx_us;
     v[2] = rep.mpi_us;
     v[3] = rep.rounds;
-    MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_DOUBLE, MPI_MAX, j->comm);
+    v[4] = rep.nbc_us;
+    MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_DOUBLE, MPI_MAX, j->comm);
     hash[1] = hash[0];
     MPI_Allreduce(MPI_IN_PLACE, &hash[0], 1, MPI_UINT64_T, MPI_MIN, j->comm);
     MPI_Allreduce(MPI_IN_PLACE, &hash[1], 1, MPI_UINT64_T, MPI_MAX, j->comm);
@@ -200,6 +211,7 @@ static agree_rep_t agree_measure(agree_job_t *j, int n, int nfail)
     rep.kvx_us = v[1];
     rep.mpi_us = v[2];
     rep.rounds = (int)v[3];
+    rep.nbc_us = v[4];
     rep.ok &= hash[0] == hash[1];
     return rep;
 }
@@ -209,29 +221,33 @@ static void agree_row(agree_job_t *j, bench_out_t *out, int n, double pct, int n
 {
     int nr = j->o->reps, ok = 1, rounds = 0;
     double *k = malloc(sizeof(double) * nr), *m = malloc(sizeof(double) * nr),
-           *g = malloc(sizeof(double) * nr), ratio;
-    bench_stat_t ks, ms, gs;
+           *g = malloc(sizeof(double) * nr), *b = malloc(sizeof(double) * nr), ratio;
+    bench_stat_t ks, ms, gs, bs;
 
     for (int r = 0; r < nr; r++) {
         k[r] = reps[r].kvx_us;
         m[r] = reps[r].mpi_us;
         g[r] = reps[r].reg_us;
+        b[r] = reps[r].nbc_us;
         ok &= reps[r].ok;
         rounds = reps[r].rounds > rounds ? reps[r].rounds : rounds;
     }
     ks = bench_stat(k, nr);
     ms = bench_stat(m, nr);
     gs = bench_stat(g, nr);
+    bs = bench_stat(b, nr);
     ratio = bench_ratio(k, m, nr);
-    bench_out_row(out, ok, "%3d %6d %6.0f %6d %6d %9.1f  %9.1f %9.1f %9.1f  %9.1f %9.1f %7.2f  %s",
+    bench_out_row(out, ok,
+                  "%3d %6d %6.0f %6d %6d %9.1f  %9.1f %9.1f %9.1f  %9.1f %9.1f %10.1f %7.2f  %s",
                   j->tp, n, pct, nfail, rounds, gs.med, ks.med, ks.min, ks.max, ms.med, ms.min,
-                  ratio, ok ? "OK" : "FAILED");
+                  bs.med, ratio, ok ? "OK" : "FAILED");
     bench_json_begin(out);
     bench_json_num(out, "rooms", n);
     bench_json_num(out, "tp", j->tp);
     bench_json_num(out, "failed_pct", pct);
     bench_json_stat(out, "kvx_us", ks);
     bench_json_stat(out, "allreduce_us", ms);
+    bench_json_stat(out, "iallreduce_us", bs);
     bench_json_num(out, "ratio", ratio);
     bench_json_num(out, "failed_rooms", nfail);
     bench_json_num(out, "rounds", rounds);
@@ -241,6 +257,7 @@ static void agree_row(agree_job_t *j, bench_out_t *out, int n, double pct, int n
     free(k);
     free(m);
     free(g);
+    free(b);
 }
 
 /* Every (rooms, failed) point of one TP size. */
@@ -333,27 +350,32 @@ static void agree_header(bench_out_t *out, const bench_opts_t *o)
                     "room is agreed on every rank (kvx); %d reps; slowest rank; median",
                     o->reps);
     bench_out_setup(out, "baseline: one MPI_Allreduce(MIN) of N+1 int32 over each instance's TP "
-                         "ranks, both instances at once; ratio = median of paired kvx/allreduce");
+                         "ranks, both instances at once; ratio = median of paired kvx/allreduce; "
+                         "iallreduce: the same as MPI_Iallreduce spun with MPI_Test (what a round "
+                         "starts with)");
     bench_out_heads(out,
-                    " tp  rooms failed failed rounds  register     kvx        min       max   "
-                    "allreduce       min   ratio  check",
-                    "       (#)    (%)    (#)    (#)      (us)    (us)                      "
-                    "     (us)           kvx/MPI       ");
+                    " tp  rooms failed failed rounds  register        kvx       min       max  "
+                    "allreduce       min iallreduce   ratio  check",
+                    "       (#)    (%)    (#)    (#)      (us)       (us)                          "
+                    " (us)                 (us) kvx/MPI       ");
 }
 
 int bench_agree(const bench_opts_t *o)
 {
     agree_job_t j;
     bench_out_t *out = NULL;
-    char world[512], plot[4096] = "plot ";
+    char world[512], tls[320], plot[4096] = "plot ";
     int rc = 0, ok = 1, blocks = 0;
 
     memset(&j, 0, sizeof(j));
     j.o = o;
     bench_world_text("each TP size T runs on the first 2T ranks; the others sleep", world,
                      sizeof(world));
+    raw_probe_transports(MPI_COMM_WORLD, tls, sizeof(tls));
     if (bench_rank == 0) {
         out = bench_out_open(o, world);
+        bench_out_setup(
+            out, "UCX transports, probe endpoint rank 0 -> 1 with kvx's UCX settings: %s", tls);
         agree_header(out, o);
     }
     for (int t = 0; t < o->tp.n; t++) {

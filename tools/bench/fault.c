@@ -332,7 +332,7 @@ int bench_fault(const bench_opts_t *o)
     fault_job_t j;
     bench_out_t *out = NULL;
     MPI_Comm alive, surv = MPI_COMM_NULL;
-    char world[512];
+    char world[512], tls[320];
 
     if (bench_size < 4 || (killed && !bench_recovery_enabled() && !o->force_kill)) {
         if (bench_rank == 0) {
@@ -351,8 +351,11 @@ int bench_fault(const bench_opts_t *o)
                    bench_rank, &alive);
     j.comm = bench_subworld(4);
     bench_world_text("fault uses ranks 0-3; the others sleep", world, sizeof(world));
+    raw_probe_transports(MPI_COMM_WORLD, tls, sizeof(tls));
     if (bench_rank == 0) {
         out = bench_out_open(o, world);
+        bench_out_setup(
+            out, "UCX transports, probe endpoint rank 0 -> 1 with kvx's UCX settings: %s", tls);
         fault_header(out, o);
         bench_plot_script(out, fault_plot);
     }

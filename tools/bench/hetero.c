@@ -234,7 +234,7 @@ int bench_hetero(const bench_opts_t *o)
     hetero_job_t j;
     hetero_rep_t **reps = malloc(sizeof(hetero_rep_t *) * o->layouts.n);
     bench_out_t *out = NULL;
-    char world[512];
+    char world[512], tls[320];
     int base = 0, need = 0, rc = 0;
 
     memset(&j, 0, sizeof(j));
@@ -255,8 +255,13 @@ int bench_hetero(const bench_opts_t *o)
         }
         return 2;
     }
+    raw_probe_transports(MPI_COMM_WORLD, tls, sizeof(tls));
     if (bench_rank == 0) {
         out = bench_out_open(o, world);
+        bench_out_setup(
+            out, "UCX transports, probe endpoint rank 0 -> 1 with kvx's UCX settings: %s", tls);
+        bench_out_setup(out, "layout: prefill:1xP,decode:1xD on the first P+D ranks for each "
+                             "P->D of the table");
         bench_out_setup(out,
                         "model: 8 KV heads x %d x bf16, %d-token pages, %u layers, K and V, %s; "
                         "a room is %u pages = %.1f MiB whatever the TP sizes",
