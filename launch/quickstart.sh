@@ -76,7 +76,18 @@ check)
     # As root the Slurm packages are installed above, so the Slurm test must
     # run rather than skip.
     [ "$(id -u)" != 0 ] || export KVXT_REQUIRE_SLURM=1
-    make -j"$(nproc)" check
+    if ! make -j"$(nproc)" check; then
+        # CI shows only the end of the output: name each failed test and
+        # the lines of its log that say why.
+        echo "quickstart: failed tests, and the telling lines of their logs:"
+        find . -name '*.trs' -exec grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' {} + |
+            while read -r trs; do
+                echo "==== ${trs%.trs}.log"
+                grep -E -i 'check failed|FAIL|error|abort|timed out|timeout|disagree|mismatch' \
+                    "${trs%.trs}.log" | grep -v 'injected failure' | tail -n 20
+            done
+        exit 1
+    fi
     # Then the ASan+UBSan and TSan builds (build-asan/, build-tsan/) and
     # their tests; KVX_QUICKSTART_SANITIZE=no leaves them out.
     if [ "${KVX_QUICKSTART_SANITIZE:-yes}" != no ]; then
