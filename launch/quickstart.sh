@@ -26,11 +26,12 @@ build=$top/build
 # mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster;
 # iproute2, util-linux, mount and nftables serve the multi-host tests on
 # network namespaces (mpi_tests/netns/); clang and its fuzzer runtime build
-# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests.
+# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests; jq reads
+# kvx-demo's JSON summary in its tests.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
 slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
-clang libclang-rt-14-dev valgrind"
+clang libclang-rt-14-dev valgrind jq"
 
 missing=
 for p in $packages; do
