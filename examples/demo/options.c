@@ -224,6 +224,10 @@ static const char *check(demo_opts_t *o)
     if (o->kv.attn == KVX_ATTN_MLA) {
         o->kv.kv_heads = 1;
     }
+    if (o->pool_pages != 0 &&
+        o->pool_pages < (o->max_tokens + (size_t)o->kv.page_size - 1) / o->kv.page_size) {
+        return "--pool-pages cannot hold the longest prompt (--prompt-tokens, --page-size)";
+    }
     if (o->fault != NULL && strstr(o->fault, "effect=kill") != NULL) {
         return "--fault: effect=kill is not for the demo: every rank must live to compare "
                "outcomes at the end (mpi_tests/t_kill shows a killed peer)";
