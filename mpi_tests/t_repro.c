@@ -23,6 +23,15 @@
  *             res[] at the room's new slot), though kvx_room_info() says it
  *             is not agreed. kvx-demo's scheduler, which opens rooms while
  *             others conclude, met it; it reads kvx_room_info() instead.
+ *   expire    A decode room that fails on its own deadline has its pages
+ *             QUARANTINED in the same tick: room_tick() samples now, then
+ *             room_expire() -> room_fail() sets room->entered to a later
+ *             kvx_now_ns(), and receiver_tick(ctx, room, now) computes
+ *             now - room->entered, which wraps (uint64_t) past
+ *             KVX_DRAIN_TIMEOUT. The prefill's DONE is dropped
+ *             (KVX_FAULT), so only the decode's transfer deadline fires;
+ *             expected: DRAINING, then RELEASED once the prefill confirms
+ *             (or QUARANTINED after KVX_DRAIN_TIMEOUT, 5 s).
  *
  * From build-asan/:
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
@@ -30,6 +39,9 @@
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
  *       KVX_PEER_TIMEOUT=500ms mpirun -np 2 -x UCX_TLS mpi_tests/t_repro inflight
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro reslot
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 KVX_TRANSFER_TIMEOUT=1s \
+ *       KVX_FAULT=stage=completion,role=prefill,effect=drop \
+ *       mpirun -np 2 -x KVX_TRANSFER_TIMEOUT -x KVX_FAULT mpi_tests/t_repro expire
  * (as root add --allow-run-as-root; exit 0 and "expected" lines when fixed)
  */
 #include <kvx.h>
@@ -228,6 +240,35 @@ static int repro_reslot(void)
     return role == KVX_ROLE_DECODE && out.status != KVX_INPROGRESS ? 1 : 0;
 }
 
+static int repro_expire(void)
+{
+    static const char *const pages_names[] = { "IN_USE", "DRAINING", "RELEASED", "QUARANTINED" };
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_room_state_t st = run_room(ctx, 1, 4, 10);
+    kvx_room_info_t info = { 0 };
+    kvx_pages_state_t first;
+    double t0 = now_s();
+    int bad = 0;
+
+    if (role_of(ctx) == KVX_ROLE_DECODE) {
+        kvx_room_info(ctx, 1, &info);
+        first = info.pages;
+        while (info.pages == KVX_PAGES_DRAINING && now_s() - t0 < 8) {
+            usleep(1000);
+            kvx_room_info(ctx, 1, &info);
+        }
+        printf("t_repro: rank %d: room 1 %s; its pages were %s when it failed and %s %.3f s "
+               "later (expected DRAINING, then RELEASED, or QUARANTINED after 5 s)\n",
+               rank, kvx_room_state_name(st), pages_names[first & 3], pages_names[info.pages & 3],
+               now_s() - t0);
+        bad = first != KVX_PAGES_DRAINING;
+    }
+    kvx_room_close(ctx, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    kvx_ctx_destroy(ctx);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -243,8 +284,11 @@ int main(int argc, char **argv)
         rc = repro_inflight();
     } else if (strcmp(mode, "reslot") == 0) {
         rc = repro_reslot();
+    } else if (strcmp(mode, "expire") == 0) {
+        rc = repro_expire();
     } else {
-        fprintf(stderr, "usage: t_repro noaux|stall|inflight|reslot (see mpi_tests/t_repro.c)\n");
+        fprintf(stderr,
+                "usage: t_repro noaux|stall|inflight|reslot|expire (see mpi_tests/t_repro.c)\n");
     }
     MPI_Finalize();
     return rc;
