@@ -44,7 +44,10 @@ static void usage(FILE *out)
             "  -h, --help              this help\n"
             "\n"
             "Exit status 0 only when every room concluded, every rank agreed on every room,\n"
-            "no byte differed and every failure was an injected one.\n"
+            "no byte differed and every failure was an injected one. In --fault, kill is\n"
+            "refused (every rank must live to compare outcomes at the end), and a dropped\n"
+            "message ends in a deadline (KVX_*_TIMEOUT, 300 s by default) whose failure is\n"
+            "not an injected one.\n"
             "\n%s",
             kvx_fault_syntax());
 }

@@ -215,8 +215,12 @@ static void compare(demo_report_t *r)
             add_failure(r, x->ref, text[i]);
         }
     }
-    qsort(r->groups, r->ngroups, sizeof(group_t), by_stage);
-    qsort(lat, nlat, sizeof(double), by_value);
+    if (r->ngroups > 0) { /* qsort() takes no NULL array, even empty */
+        qsort(r->groups, r->ngroups, sizeof(group_t), by_stage);
+    }
+    if (nlat > 0) {
+        qsort(lat, nlat, sizeof(double), by_value);
+    }
     r->p50 = percentile(lat, nlat, 0.50);
     r->p99 = percentile(lat, nlat, 0.99);
     /* The examples point into r->texts, which lives as long as r. */
