@@ -16,12 +16,32 @@
  *             KVX_PEER_TIMEOUT=500ms): UCX completes the puts from
  *             ucp_worker_destroy() after the rooms were freed (ASan:
  *             heap-use-after-free in sender_put_cb).
+ *   reslot    One round of agreement concludes room 1 and gives its slot to
+ *             room 2, opened on the decode only since the last round (so it
+ *             is BOOTSTRAPPING): kvx_agree_test() reports room 2 KVX_OK with
+ *             room 1's agreed SUCCESS (agree_report() reads the round's
+ *             res[] at the room's new slot), though kvx_room_info() says it
+ *             is not agreed. kvx-demo's scheduler, which opens rooms while
+ *             others conclude, met it; it reads kvx_room_info() instead.
+ *   expire    A decode room that fails on its own deadline has its pages
+ *             QUARANTINED in the same tick: room_tick() samples now, then
+ *             room_expire() -> room_fail() sets room->entered to a later
+ *             kvx_now_ns(), and receiver_tick(ctx, room, now) computes
+ *             now - room->entered, which wraps (uint64_t) past
+ *             KVX_DRAIN_TIMEOUT. The prefill's DONE is dropped
+ *             (KVX_FAULT), so only the decode's transfer deadline fires;
+ *             expected: DRAINING, then RELEASED once the prefill confirms
+ *             (or QUARANTINED after KVX_DRAIN_TIMEOUT, 5 s).
  *
  * From build-asan/:
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro stall
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
  *       KVX_PEER_TIMEOUT=500ms mpirun -np 2 -x UCX_TLS mpi_tests/t_repro inflight
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro reslot
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 KVX_TRANSFER_TIMEOUT=1s \
+ *       KVX_FAULT=stage=completion,role=prefill,effect=drop \
+ *       mpirun -np 2 -x KVX_TRANSFER_TIMEOUT -x KVX_FAULT mpi_tests/t_repro expire
  * (as root add --allow-run-as-root; exit 0 and "expected" lines when fixed)
  */
 #include <kvx.h>
@@ -176,6 +196,79 @@ static int repro_inflight(void)
     return 0;
 }
 
+/* One round over ids[0..n), waited for. */
+static kvx_agreed_t agree_once(kvx_ctx_t *ctx, const uint64_t *ids, size_t n)
+{
+    kvx_agreed_t out[2] = { { KVX_ERR_INTERNAL, KVX_ROOM_FAILED },
+                            { KVX_ERR_INTERNAL, KVX_ROOM_FAILED } };
+    kvx_agree_t *a;
+
+    if (n <= 2 && kvx_agree_start(ctx, ids, n, &a) == KVX_OK) {
+        kvx_agree_wait(a, out);
+        kvx_agree_free(a);
+    }
+    return out[n > 0 ? n - 1 : 0];
+}
+
+static int repro_reslot(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_role_t role = role_of(ctx);
+    uint64_t ids[2] = { 1, 2 };
+    uint32_t pages[4] = { 8, 9, 10, 11 };
+    kvx_room_state_t one = run_room(ctx, 1, 4, 10), two = KVX_ROOM_FAILED;
+    kvx_room_info_t info = { 0 };
+    kvx_agreed_t out;
+
+    agree_once(ctx, ids, 1); /* room 1 gets slot 0 */
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 2, 0, pages, 4, -1); /* the prefill never opens it */
+    }
+    out = agree_once(ctx, ids, role == KVX_ROLE_DECODE ? 2 : 1);
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_poll(ctx, 2, &two);
+        kvx_room_info(ctx, 2, &info);
+        printf("t_repro: rank %d: room 1 %s; room 2, %s and agreed=%d by kvx_room_info(), was "
+               "reported %s %s (expected KVX_INPROGRESS)\n",
+               rank, kvx_room_state_name(one), kvx_room_state_name(two), info.agreed,
+               kvx_status_name(out.status), kvx_room_state_name(out.state));
+        kvx_room_close(ctx, 2);
+    }
+    kvx_room_close(ctx, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    kvx_ctx_destroy(ctx);
+    return role == KVX_ROLE_DECODE && out.status != KVX_INPROGRESS ? 1 : 0;
+}
+
+static int repro_expire(void)
+{
+    static const char *const pages_names[] = { "IN_USE", "DRAINING", "RELEASED", "QUARANTINED" };
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_room_state_t st = run_room(ctx, 1, 4, 10);
+    kvx_room_info_t info = { 0 };
+    kvx_pages_state_t first;
+    double t0 = now_s();
+    int bad = 0;
+
+    if (role_of(ctx) == KVX_ROLE_DECODE) {
+        kvx_room_info(ctx, 1, &info);
+        first = info.pages;
+        while (info.pages == KVX_PAGES_DRAINING && now_s() - t0 < 8) {
+            usleep(1000);
+            kvx_room_info(ctx, 1, &info);
+        }
+        printf("t_repro: rank %d: room 1 %s; its pages were %s when it failed and %s %.3f s "
+               "later (expected DRAINING, then RELEASED, or QUARANTINED after 5 s)\n",
+               rank, kvx_room_state_name(st), pages_names[first & 3], pages_names[info.pages & 3],
+               now_s() - t0);
+        bad = first != KVX_PAGES_DRAINING;
+    }
+    kvx_room_close(ctx, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    kvx_ctx_destroy(ctx);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -189,8 +282,13 @@ int main(int argc, char **argv)
         rc = repro_stall();
     } else if (strcmp(mode, "inflight") == 0) {
         rc = repro_inflight();
+    } else if (strcmp(mode, "reslot") == 0) {
+        rc = repro_reslot();
+    } else if (strcmp(mode, "expire") == 0) {
+        rc = repro_expire();
     } else {
-        fprintf(stderr, "usage: t_repro noaux|stall|inflight (see mpi_tests/t_repro.c)\n");
+        fprintf(stderr,
+                "usage: t_repro noaux|stall|inflight|reslot|expire (see mpi_tests/t_repro.c)\n");
     }
     MPI_Finalize();
     return rc;
