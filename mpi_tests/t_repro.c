@@ -1,28 +1,24 @@
 /*
- * t_repro.c - reproducers of open findings in src/core (issue 9), one mode
- * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Not part of make
- * check while the findings are open: build it with make mpi_tests/t_repro
- * (in build-asan/ for the memory errors), run it by hand, and turn each mode
- * into a test case when its finding is fixed.
+ * t_repro.c - regression tests of three findings in src/core (issue 9), one
+ * mode each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Each mode is a
+ * make check case (mpi_tests/cases/repro_*.mpi) and runs under ASan too
+ * (tests/sanitize.sh), where the memory errors showed.
  *
- *   noaux     A context without an aux pool (aux_slots 0): bootstrap.c
- *             passes a NULL rkey buffer to memcpy (UBSan aborts creation).
- *   stall     The decode rank is stopped for 2 s, longer than
- *             KVX_PEER_TIMEOUT: both sides declare the other lost, and after
- *             it runs again a new room never ends (BOOTSTRAPPING until
- *             KVX_BOOTSTRAP_TIMEOUT); the mode reports the state after 20 s.
+ *   noaux     A context without an aux pool (aux_slots 0) is created and
+ *             destroyed; bootstrap.c once passed a NULL rkey buffer to
+ *             memcpy (UBSan aborted creation).
+ *   stall     The decode rank is stopped for 2 s between two rooms; the
+ *             room opened after it runs again must end (SUCCESS, or FAILED
+ *             with a reason): it once stayed BOOTSTRAPPING until
+ *             KVX_BOOTSTRAP_TIMEOUT. The mode reports the state after 20 s.
  *   inflight  kvx_ctx_destroy() on the prefill while puts to a stopped decode
  *             are in flight (needs UCX_TLS=tcp,self, KVX_SHUTDOWN_TIMEOUT=1s,
- *             KVX_PEER_TIMEOUT=500ms): UCX completes the puts from
+ *             KVX_PEER_TIMEOUT=500ms): UCX once completed the puts from
  *             ucp_worker_destroy() after the rooms were freed (ASan:
  *             heap-use-after-free in sender_put_cb).
  *
- * From build-asan/:
- *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
- *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro stall
- *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
- *       KVX_PEER_TIMEOUT=500ms mpirun -np 2 -x UCX_TLS mpi_tests/t_repro inflight
- * (as root add --allow-run-as-root; exit 0 and "expected" lines when fixed)
+ * By hand, from a build directory:
+ *   mpi_tests/run-mpi.sh ../mpi_tests/cases/repro_inflight.mpi
  */
 #include <kvx.h>
 
