@@ -69,8 +69,8 @@ static kvx_status_t room_api_check_pages(kvx_ctx_t *ctx, uint64_t id, const uint
     }
     if (aux_slot < -1 || (aux_slot >= 0 && (uint64_t)aux_slot >= ctx->pool.aux_slots)) {
         failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_PREALLOC, NULL,
-                         "aux slot %lld is outside 0..%zu (or -1 for none)", (long long)aux_slot,
-                         ctx->pool.aux_slots);
+                         "aux slot %lld is not one of the %zu aux slots (or -1 for none)",
+                         (long long)aux_slot, ctx->pool.aux_slots);
         return KVX_ERR_INVALID_PARAM;
     }
     seen = calloc(ctx->num_pages, 1);
@@ -93,6 +93,29 @@ static kvx_status_t room_api_check_pages(kvx_ctx_t *ctx, uint64_t id, const uint
         seen[pages[i]] = 1;
     }
     free(seen);
+    return KVX_OK;
+}
+
+/* A room can hold no more pages than the decode instance's pool, whose
+ * grant lists distinct pages: a larger one could never be granted (and its
+ * page list is allocated at open). */
+static kvx_status_t room_api_check_total(kvx_ctx_t *ctx, uint64_t id, int decode_instance,
+                                         size_t npages_total, kvx_failure_t *why)
+{
+    size_t pool = 0;
+
+    for (int d = 0; d < ctx->job.tp[KVX_ROLE_DECODE] && pool == 0; d++) {
+        const peer_t *peer =
+            peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_DECODE, decode_instance, d));
+
+        pool = peer != NULL ? peer->num_pages : 0;
+    }
+    if (npages_total == 0 || npages_total > (pool != 0 ? pool : ctx->limits.max_pages)) {
+        failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                         "npages_total=%zu: a room sends 1 to %zu pages (the pool of decode[%d])",
+                         npages_total, pool != 0 ? pool : ctx->limits.max_pages, decode_instance);
+        return KVX_ERR_INVALID_PARAM;
+    }
     return KVX_OK;
 }
 
@@ -204,10 +227,8 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
         return status;
     }
     status = room_api_check_open(ctx, id, KVX_ROLE_PREFILL, decode_instance, &why);
-    if (status == KVX_OK && (npages_total == 0 || npages_total > UINT32_MAX)) {
-        failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
-                         "npages_total=%zu: a room sends at least one page", npages_total);
-        status = KVX_ERR_INVALID_PARAM;
+    if (status == KVX_OK) {
+        status = room_api_check_total(ctx, id, decode_instance, npages_total, &why);
     }
     if (status == KVX_OK) {
         status = room_api_create(ctx, id, KVX_ROLE_PREFILL, decode_instance, &room);
