@@ -23,7 +23,6 @@
  */
 #include <kvx.h>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,30 +123,9 @@ static int untouched(const void *p, size_t n)
 
 #define UNTOUCHED(x, what) TL_CHECK(untouched(&(x), sizeof(x)), "%s was written", what)
 
-static int thread_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    int n = 0;
-
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        n += e->d_name[0] != '.';
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    return n;
-}
-
 /* ---- rooms --------------------------------------------------------------- */
 
-typedef struct job {
-    kvx_ctx_t *ctx;
-    kvx_identity_t id;
-    kvp_geom_t g;
-    void *bufs[4];
-    size_t page_bytes;
-} job_t;
+typedef tl_job_t job_t;
 
 static void job_params(kvx_ctx_params_t *p)
 {
@@ -164,24 +142,10 @@ static void job_params(kvx_ctx_params_t *p)
 static void job_start(job_t *j)
 {
     kvx_ctx_params_t p;
-    kvx_failure_t why;
-    char line[512];
 
-    memset(j, 0, sizeof(*j));
     job_params(&p);
-    if (kvx_ctx_create(MPI_COMM_WORLD, &p, &j->ctx, &why) != KVX_OK) {
-        kvx_failure_format(&why, line, sizeof(line));
-        fprintf(stderr, "rank %d: kvx_ctx_create: %s\n", tl_rank, line);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    kvx_ctx_identity(j->ctx, &j->id);
-    j->g.kv = p.kv;
-    j->g.num_pages = NUM_PAGES;
-    j->g.elem = kvp_elem(p.kv.dtype);
-    kvx_ctx_heads(j->ctx, &j->g.first_head, &j->g.heads);
-    j->page_bytes = kvx_ctx_page_bytes(j->ctx);
+    tl_job_start(j, &p);
     for (unsigned b = 0; b < 4; b++) {
-        kvx_ctx_kv_buffer(j->ctx, b / 2, b % 2, &j->bufs[b], NULL);
         memset(j->bufs[b], POOL_FILL, NUM_PAGES * j->page_bytes);
     }
 }
@@ -203,14 +167,7 @@ static int pages_unwritten(const job_t *j, uint32_t first, uint32_t n)
 
 static kvx_room_state_t wait_state(kvx_ctx_t *ctx, uint64_t id, kvx_room_state_t want)
 {
-    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
-    double t0 = tl_now();
-
-    while (kvx_room_poll(ctx, id, &st) == KVX_OK && st != KVX_ROOM_FAILED && st < want &&
-           tl_now() - t0 < ROOM_LIMIT) {
-        usleep(500);
-    }
-    return st;
+    return tl_wait_state(ctx, id, want, ROOM_LIMIT);
 }
 
 /* Closes a room, waiting while its pages drain. */
@@ -954,7 +911,7 @@ static void create_env(void)
 
 static int mode_create(void)
 {
-    int threads = thread_count(), size;
+    int threads = tl_thread_count(), size;
     kvx_ctx_params_t p;
     kvx_ctx_t *ctx;
 
@@ -965,8 +922,8 @@ static int mode_create(void)
     }
     create_pointers_and_params();
     create_env();
-    TL_CHECK(thread_count() == threads, "failed creations left %d threads behind",
-             thread_count() - threads);
+    TL_CHECK(tl_thread_count() == threads, "failed creations left %d threads behind",
+             tl_thread_count() - threads);
     create_comms();
     /* What failed left nothing in the way of a context that works. */
     create_params(&p);
