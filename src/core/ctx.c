@@ -445,11 +445,57 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     return KVX_OK;
 }
 
+/*
+ * Goodbye to one peer. A peer that hears BYE may unmap its memory at once,
+ * so BYE goes only after a flush of the data endpoint says that nothing
+ * this rank put or sent to it is still in flight. Kept until the workers
+ * are destroyed: a flush that never completed completes there.
+ */
+typedef struct ctx_bye {
+    kvx_ctx_t *ctx;
+    peer_t *peer;
+    int sent;
+} ctx_bye_t;
+
+static void ctx_bye_send(ctx_bye_t *b)
+{
+    size_t len;
+    void *bye = msg_new(MSG_BYE, b->ctx->rank, 0, 0, &len);
+
+    b->sent = 1;
+    if (bye != NULL && !b->peer->lost) {
+        peer_send(b->ctx, b->peer, bye, len);
+    } else {
+        free(bye);
+    }
+}
+
+static void ctx_bye_flushed(void *request, ucs_status_t status, void *user)
+{
+    kucx_request_free(request);
+    ctx_bye_send(user);
+}
+
+/* Flushes the data endpoint, then says goodbye (lock held). */
+static void ctx_bye_start(kvx_ctx_t *ctx, ctx_bye_t *b, peer_t *peer)
+{
+    ucs_status_t ucs;
+
+    b->ctx = ctx;
+    b->peer = peer;
+    if (peer->lost || peer->ep_failed ||
+        kucx_flush(peer->ep, ctx_bye_flushed, b, &ucs) != KVX_INPROGRESS) {
+        ctx_bye_send(b);
+    }
+}
+
 /* Fails every room still in flight and waits until no operation is in
- * flight and every live peer said goodbye (or the shutdown deadline). */
-static void ctx_quiesce(kvx_ctx_t *ctx)
+ * flight and every live peer said goodbye (or the shutdown deadline).
+ * Returns the goodbyes, to be freed once the workers are destroyed. */
+static ctx_bye_t *ctx_quiesce(kvx_ctx_t *ctx)
 {
     uint64_t deadline = kvx_now_ns() + ctx->cfg.shutdown_timeout;
+    ctx_bye_t *byes = calloc((size_t)ctx->npeers + 1, sizeof(*byes));
     int waiting = 1;
 
     pthread_mutex_lock(&ctx->lock);
@@ -464,13 +510,8 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
             room_fail(ctx, room, &f, 1);
         }
     }
-    for (int i = 0; i < ctx->npeers; i++) {
-        size_t len;
-        void *bye = msg_new(MSG_BYE, ctx->rank, 0, 0, &len);
-
-        if (bye != NULL) {
-            peer_send(ctx, &ctx->peers[i], bye, len);
-        }
+    for (int i = 0; i < ctx->npeers && byes != NULL; i++) {
+        ctx_bye_start(ctx, &byes[i], &ctx->peers[i]);
     }
     pthread_mutex_unlock(&ctx->lock);
     progress_wake(ctx);
@@ -482,7 +523,8 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
             peer_t *peer = &ctx->peers[i];
 
             /* Puts to a lost peer never complete: it is not waited for. */
-            waiting = !peer->lost && (!peer->bye || peer->inflight_ops > 0);
+            waiting = !peer->lost &&
+                      (!peer->bye || peer->inflight_ops > 0 || byes == NULL || !byes[i].sent);
         }
         pthread_mutex_unlock(&ctx->lock);
     }
@@ -490,10 +532,13 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
         kvx_warn("destroy: peers did not all say goodbye within %.1f s; closing anyway",
                  kvx_ns_to_s(ctx->cfg.shutdown_timeout));
     }
+    return byes;
 }
 
 kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
 {
+    ctx_bye_t *byes;
+
     if (!ctx_begin_destroy(ctx)) {
         return KVX_ERR_INVALID_HANDLE;
     }
@@ -501,13 +546,14 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
      * read FAILED, stage shutdown; opens are refused with KVX_ERR_SHUTDOWN);
      * then the handle goes stale, and nothing is freed while a call is
      * still inside. */
-    ctx_quiesce(ctx);
+    byes = ctx_quiesce(ctx);
     ctx_unregister(ctx);
     progress_stop(ctx);
     bootstrap_close_endpoints(ctx);
     /* What UCX still holds (puts to a dead peer) completes here, through
      * callbacks that use the rooms: those are freed after. */
     kucx_workers_destroy(&ctx->ucx);
+    free(byes);
     while (ctx->out_head != NULL) {
         outmsg_t *m = ctx->out_head;
 
