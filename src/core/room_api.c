@@ -127,10 +127,17 @@ static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side
     room_t *room = hmap_get(&ctx->rooms, id);
     kvx_status_t status;
 
-    if (room != NULL && room->closed) {
+    if (room != NULL && room->closed && room->refs == 0 && room->slot < 0 && !agree_in_round(ctx)) {
+        /* Kept only to answer late grants: the new room has the id now. */
+        room_free(ctx, room);
+        room = NULL;
+    } else if (room != NULL && room->closed) {
         /* A closed room still referenced by UCX keeps its memory; its id
-         * moves aside so the new room can have it. */
+         * moves aside so the new room can have it, and room_unref() frees
+         * it (it answers no grant any more: only rooms in the table are
+         * looked at again). */
         hmap_remove(&ctx->rooms, id);
+        room->user_open = 0;
         room = NULL;
     }
     if (room == NULL) {
