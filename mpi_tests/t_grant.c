@@ -20,7 +20,7 @@
  * at stage prealloc with the documented status and reason, posts no put
  * (kvx_room_info: puts and bytes 0), and the decode's pool keeps its fill:
  *   writer        page 40 of a 16-page pool     KVX_ERR_PAGE_RANGE
- *   writer        writes=0                      KVX_ERR_PROTOCOL
+ *   writer        writes=0 (t_grant writes0)    KVX_ERR_PROTOCOL
  *   writer        3 pages for 4 announced       KVX_ERR_INVALID_PARAM
  *   writer        aux slot 9 of 4               KVX_ERR_AUX
  *   control only  writes=1 with pages           KVX_ERR_PROTOCOL
@@ -31,6 +31,9 @@
  *   a second grant of a granted room (other pages): ignored; the room
  *   completes into the pages of its real grant, byte-exact, and the other
  *   pages keep their fill.
+ *
+ * Usage: t_grant [writes0] (writes0: only the writer granted as control
+ * only, which ASan shows reading past the message: an open finding).
  */
 #include "config.h"
 
@@ -154,6 +157,18 @@ static void forged(job_t *j, uint64_t id, const char *what, int64_t aux_slot, in
     kvx_room_close(j->ctx, id);
 }
 
+/* A writer granted as control only (writes=0): its own mode, because
+ * sender_on_prealloc() copies the grant's page ids, which such a message
+ * does not carry, before it checks the grant (ASan: a heap-buffer-overflow
+ * read; see mpi_tests/cases/grant_writes0.mpi). */
+static void prefill_writes0(job_t *j)
+{
+    if (tl_rank == 0) {
+        forged(j, 11, "writes=0 to a writer", 0, 0, NULL, 4, KVX_ERR_PROTOCOL,
+               "decode[0].tp0 (rank 2) granted as control only, but the plan says it writes");
+    }
+}
+
 static void prefill_forgeries(job_t *j)
 {
     uint32_t out[4] = { 0, 1, 40, 2 }, ok[4] = { 8, 9, 10, 11 }, three[3] = { 8, 9, 10 };
@@ -187,8 +202,6 @@ static void prefill_forgeries(job_t *j)
     if (pair.writes) {
         forged(j, 10, "page 40 of a 16-page pool", 0, 1, out, 4, KVX_ERR_PAGE_RANGE,
                "decode[0].tp0 (rank 2) granted page 40, outside its pool of 16 pages");
-        forged(j, 11, "writes=0 to a writer", 0, 0, NULL, 4, KVX_ERR_PROTOCOL,
-               "decode[0].tp0 (rank 2) granted as control only, but the plan says it writes");
         forged(j, 12, "3 pages for 4 announced", 0, 1, three, 3, KVX_ERR_INVALID_PARAM,
                "decode[0].tp0 (rank 2) granted 3 pages but the prefill announced 4");
         forged(j, 13, "aux slot 9 of 4", 9, 1, ok, 4, KVX_ERR_AUX,
@@ -263,6 +276,7 @@ static void decode_pool_intact(job_t *j)
 
 int main(int argc, char **argv)
 {
+    int writes0 = argc > 1 && strcmp(argv[1], "writes0") == 0;
     int total = 0, size;
     job_t j;
 
@@ -281,11 +295,15 @@ int main(int argc, char **argv)
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (tl_rank != DECODE_RANK) {
+    if (tl_rank != DECODE_RANK && writes0) {
+        prefill_writes0(&j);
+    } else if (tl_rank != DECODE_RANK) {
         prefill_forgeries(&j);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    granted_room(&j);
+    if (!writes0) {
+        granted_room(&j);
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     if (tl_rank == DECODE_RANK) {
         usleep(100000); /* anything late would have landed by now */
