@@ -1,19 +1,19 @@
 /*
- * t_repro.c - reproducers of open findings in src/core (issue 9), one mode
- * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Not part of make
- * check while the findings are open: build it with make mpi_tests/t_repro
- * (in build-asan/ for the memory errors), run it by hand, and turn each mode
- * into a test case when its finding is fixed.
+ * t_repro.c - regression tests of three findings in src/core (issue 9), one
+ * mode each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Each mode is a
+ * make check case (mpi_tests/cases/repro_*.mpi) and runs under ASan too
+ * (tests/sanitize.sh), where the memory errors showed.
  *
- *   noaux     A context without an aux pool (aux_slots 0): bootstrap.c
- *             passes a NULL rkey buffer to memcpy (UBSan aborts creation).
- *   stall     The decode rank is stopped for 2 s, longer than
- *             KVX_PEER_TIMEOUT: both sides declare the other lost, and after
- *             it runs again a new room never ends (BOOTSTRAPPING until
- *             KVX_BOOTSTRAP_TIMEOUT); the mode reports the state after 20 s.
+ *   noaux     A context without an aux pool (aux_slots 0) is created and
+ *             destroyed; bootstrap.c once passed a NULL rkey buffer to
+ *             memcpy (UBSan aborted creation).
+ *   stall     The decode rank is stopped for 2 s between two rooms; the
+ *             room opened after it runs again must end (SUCCESS, or FAILED
+ *             with a reason): it once stayed BOOTSTRAPPING until
+ *             KVX_BOOTSTRAP_TIMEOUT. The mode reports the state after 20 s.
  *   inflight  kvx_ctx_destroy() on the prefill while puts to a stopped decode
  *             are in flight (needs UCX_TLS=tcp,self, KVX_SHUTDOWN_TIMEOUT=1s,
- *             KVX_PEER_TIMEOUT=500ms): UCX completes the puts from
+ *             KVX_PEER_TIMEOUT=500ms): UCX once completed the puts from
  *             ucp_worker_destroy() after the rooms were freed (ASan:
  *             heap-use-after-free in sender_put_cb).
  *   reslot    One round of agreement concludes room 1 and gives its slot to
@@ -33,7 +33,25 @@
  *             expected: DRAINING, then RELEASED once the prefill confirms
  *             (or QUARANTINED after KVX_DRAIN_TIMEOUT, 5 s).
  *
- * From build-asan/:
+ * reslot and expire are run by hand (below). Two more modes reproduce
+ * findings that are still open; their cases are expected to fail (XFAIL_TESTS in Makefile.am) until
+ * src/core is fixed, and then fail the suite as XPASS: move them to TESTS then.
+ *
+ *   byeroom   The decode destroys its context while a room the prefill
+ *             opened is BOOTSTRAPPING (the decode never opened it): the
+ *             decode's goodbye (MSG_BYE) fails nothing, so the room waits
+ *             for KVX_BOOTSTRAP_TIMEOUT instead of failing with
+ *             KVX_ERR_SHUTDOWN. The mode gives it 2 s.
+ *   reuse     The prefill aborts a room and closes it at once; the decode
+ *             tells the prefill the failure back (room_fail notifies the
+ *             other side of every failure, also of one it was told), the
+ *             prefill keeps that FAIL for the closed id as an early message,
+ *             and the next room with the same id fails at open with the old
+ *             room's reason, on both sides. The mode expects SUCCESS.
+ *
+ * By hand, from a build directory:
+ *   mpi_tests/run-mpi.sh ../mpi_tests/cases/repro_inflight.mpi
+ * or from build-asan/:
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro stall
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
@@ -269,6 +287,90 @@ static int repro_expire(void)
     return bad;
 }
 
+/* Polls a room until it is SUCCESS or FAILED, for at most limit seconds. */
+static kvx_room_state_t repro_wait(kvx_ctx_t *ctx, uint64_t id, double limit)
+{
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    double t0 = now_s();
+
+    while (now_s() - t0 < limit && kvx_room_poll(ctx, id, &st) == KVX_OK &&
+           st != KVX_ROOM_SUCCESS && st != KVX_ROOM_FAILED) {
+        usleep(1000);
+    }
+    return st;
+}
+
+static int repro_byeroom(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    kvx_failure_t f;
+    int rc = 0;
+
+    if (role_of(ctx) == KVX_ROLE_PREFILL) {
+        kvx_room_send_open(ctx, 1, 0, 4);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (role_of(ctx) == KVX_ROLE_PREFILL) {
+        st = repro_wait(ctx, 1, 2.0);
+        rc = st == KVX_ROOM_FAILED && kvx_room_failure(ctx, 1, &f) == KVX_OK &&
+                     f.status == KVX_ERR_SHUTDOWN
+                 ? 0
+                 : 1;
+        printf("t_repro: rank %d: a room the decode never opened is %s 2 s after the decode "
+               "began to destroy its context (expected FAILED with KVX_ERR_SHUTDOWN)\n",
+               rank, kvx_room_state_name(st));
+    }
+    kvx_ctx_destroy(ctx);
+    return rc;
+}
+
+static int repro_reuse(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_role_t role = role_of(ctx);
+    uint32_t pages[2] = { 0, 1 };
+    kvx_room_state_t st;
+    char line[512] = "";
+    kvx_failure_t f;
+
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 7, 0, pages, 2, -1);
+    } else {
+        kvx_room_send_open(ctx, 7, 0, 2);
+        while (kvx_room_poll(ctx, 7, &st) == KVX_OK && st < KVX_ROOM_WAITING_FOR_INPUT) {
+            usleep(100);
+        }
+        kvx_room_abort(ctx, 7, "the first request with this id");
+        kvx_room_close(ctx, 7);
+    }
+    if (role == KVX_ROLE_DECODE) {
+        repro_wait(ctx, 7, 10);
+        while (kvx_room_close(ctx, 7) == KVX_ERR_BUSY) {
+            usleep(1000);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    usleep(100000);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* The same id again: a retry of the request. */
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 7, 0, pages, 2, -1);
+    } else {
+        kvx_room_send_open(ctx, 7, 0, 2);
+        kvx_room_send_chunk(ctx, 7, pages, 2, NULL, 0);
+    }
+    st = repro_wait(ctx, 7, 10);
+    if (st == KVX_ROOM_FAILED && kvx_room_failure(ctx, 7, &f) == KVX_OK) {
+        kvx_failure_format(&f, line, sizeof(line));
+    }
+    printf("t_repro: rank %d: the room reusing id 7 is %s %s(expected SUCCESS)\n", rank,
+           kvx_room_state_name(st), line);
+    kvx_room_close(ctx, 7);
+    kvx_ctx_destroy(ctx);
+    return st == KVX_ROOM_SUCCESS ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -286,10 +388,16 @@ int main(int argc, char **argv)
         rc = repro_reslot();
     } else if (strcmp(mode, "expire") == 0) {
         rc = repro_expire();
+    } else if (strcmp(mode, "byeroom") == 0) {
+        rc = repro_byeroom();
+    } else if (strcmp(mode, "reuse") == 0) {
+        rc = repro_reuse();
     } else {
-        fprintf(stderr,
-                "usage: t_repro noaux|stall|inflight|reslot|expire (see mpi_tests/t_repro.c)\n");
+        fprintf(stderr, "usage: t_repro noaux|stall|inflight|reslot|expire|byeroom|reuse (see "
+                        "mpi_tests/t_repro.c)\n");
     }
+    /* Every rank's verdict is the job's: mpirun reports the first that failed. */
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;
 }
