@@ -9,8 +9,9 @@
  *      room) plus a trailer (-(rooms this rank holds that have no slot));
  *   B  only if some slot's minimum is FAILED: MPI_Iallreduce with a user
  *      operation over one record per failed slot, which keeps the root cause
- *      (earliest stage, then lowest origin rank) and counts the ranks that
- *      had failed the room;
+ *      (on a prefill instance the decode's verdict where a rank holds it;
+ *      else the earliest stage, then lowest origin rank) and counts the
+ *      ranks that had failed the room;
  *   C  only if some rank holds rooms without a slot: MPI_Iallgather of each
  *      rank's unslotted room ids (padded to the largest count); the rooms
  *      every rank holds get the lowest free slots, in id order.
@@ -36,8 +37,9 @@
 
 /* One rank's view of a failed room, reduced by agree_root_op(). */
 typedef struct agree_rec {
-    int32_t has;   /* this rank holds a failure record */
-    int32_t count; /* ranks that held one (summed by the reduction) */
+    int32_t has;     /* this rank holds a failure record */
+    int32_t count;   /* ranks that held one (summed by the reduction) */
+    int32_t verdict; /* prefill: f is the decode instance's verdict */
     kvx_failure_t f;
 } agree_rec_t;
 
@@ -75,7 +77,11 @@ static void agree_root_op(void *in, void *inout, int *len, MPI_Datatype *type)
     for (int i = 0; i < *len; i++) {
         int32_t count = a[i].count + b[i].count;
 
-        if (a[i].has && (!b[i].has || failure_compare(&a[i].f, &b[i].f) < 0)) {
+        /* The decode instance's verdict beats any record of this instance:
+         * else a prefill rank's earlier own failure, unheard by the decode,
+         * would make the two instances name different root causes. */
+        if (a[i].has && (!b[i].has || a[i].verdict > b[i].verdict ||
+                         (a[i].verdict == b[i].verdict && failure_compare(&a[i].f, &b[i].f) < 0))) {
             b[i] = a[i];
         }
         b[i].count = count;
@@ -301,6 +307,7 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
             if (room != NULL && room->state == KVX_ROOM_FAILED) {
                 a->recs[k].has = 1;
                 a->recs[k].count = 1;
+                a->recs[k].verdict = room->side == KVX_ROLE_PREFILL && room->verdict;
                 a->recs[k].f = room->failure;
             }
         }

@@ -51,6 +51,7 @@ typedef struct peer {
     uint64_t last_heard, last_sent;
     int lost, bye;
     int peer_mode;      /* its endpoints run in UCX peer error mode */
+    int msg_writes;     /* pages between it and this rank travel as data messages */
     int ep_failed;      /* UCX reported an endpoint error: never used again */
     char lost_how[128]; /* when lost: how it was detected */
     int pid;            /* its process id */
@@ -85,6 +86,7 @@ typedef struct target {
     int pumping; /* queued on peer->pump_* */
     /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
     plan_mode_t mode;
+    int msgs;               /* the decode asked for data messages only (mode is UNPACK) */
     uint32_t pack_page;     /* pages of the current run posted */
     size_t pack_pos;        /* position of the current run in the room's pages */
     unsigned pack_inflight; /* data messages still reading the source pages */
@@ -99,6 +101,8 @@ typedef struct source {
     int accepted, done;
     int drained;       /* it confirmed nothing of the room is in flight */
     int complete;      /* done, and all its data unpacked (unpack.c) */
+    int msgs;          /* it sends every page as data messages (KVX_WRITES) */
+    int aux_in;        /* msgs: its aux row arrived (MSG_AUX) */
     uint64_t unpacked; /* bytes of data messages unpacked */
 } source_t;
 
@@ -329,6 +333,12 @@ void pack_cleanup(kvx_ctx_t *ctx);
 /* Posts t's next packed put or data message: 1 posted, 0 nothing left in
  * the batch, -1 stop (failed, or waiting for staging). */
 int pack_post(kvx_ctx_t *ctx, target_t *t);
+/* The decode asked t for data messages only (MSG_WRITES_MESSAGES): sets t
+ * up for them; KVX_ERR_CONFIG when this rank has no staging for it. */
+kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why);
+/* Sends the aux row (len bytes at row, kept until the message completes)
+ * as MSG_AUX: 1 posted, 0 not (t failed, or waits for a slot). */
+int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len);
 /* No data message of t still reads its source pages. */
 int pack_quiet(const target_t *t);
 /* Resumes waiting targets and landings (progress thread); returns work done. */

@@ -15,6 +15,11 @@
  * pages are read until the message completes, so the target finishes
  * (aux, flush, DONE) only when none is in flight.
  *
+ * Messages only: a decode rank whose endpoint has no native RMA asks for
+ * every run as a data message, whatever the layouts (KVX_WRITES). Runs
+ * strided here are gathered into a slot first, in plan_iter order; the aux
+ * row goes as MSG_AUX; nothing is flushed (the decode counts what arrived).
+ *
  * A target that finds no free slot waits on ctx->pack_wait_*; completions
  * kick the progress thread, which pumps the waiting targets again.
  */
@@ -29,29 +34,41 @@
 /* Slots of the ring: operations in flight that hold one, over all peers. */
 #define PACK_SLOTS 4096
 
-/* The mode of this rank's pair with a peer of the other role. */
-static plan_mode_t pack_peer_mode(const kvx_ctx_t *ctx, const peer_t *peer)
+/* This rank's pair with a peer of the other role, and how its pages
+ * travel: a writer asked for data messages (KVX_WRITES) sends every run as
+ * one, whatever the layouts (mode UNPACK). Returns 0 when no pages flow
+ * between the two. */
+static int pack_peer_geom(const kvx_ctx_t *ctx, const peer_t *peer, plan_geom_t *g,
+                          plan_mode_t *mode_p)
 {
     plan_pair_t pair;
-    plan_geom_t g;
 
     if (peer->role == ctx->role) {
-        return PLAN_DIRECT;
+        return 0;
     }
     if (ctx->role == KVX_ROLE_PREFILL) {
         plan_pair(&ctx->my, ctx->tp_rank, peer->kvl, peer->tp_rank, &pair);
-        plan_geom_init(&g, &ctx->my, ctx->num_pages, peer->kvl, peer->num_pages, &pair);
+        plan_geom_init(g, &ctx->my, ctx->num_pages, peer->kvl, peer->num_pages, &pair);
     } else {
         plan_pair(peer->kvl, peer->tp_rank, &ctx->my, ctx->tp_rank, &pair);
-        plan_geom_init(&g, peer->kvl, peer->num_pages, &ctx->my, ctx->num_pages, &pair);
+        plan_geom_init(g, peer->kvl, peer->num_pages, &ctx->my, ctx->num_pages, &pair);
     }
-    return pair.writes ? plan_mode(&g) : PLAN_DIRECT;
+    *mode_p = peer->msg_writes ? PLAN_UNPACK : plan_mode(g);
+    return pair.writes;
+}
+
+/* Does this prefill rank need staging bytes to send t's runs as data
+ * messages (its runs are strided here), and are there enough? */
+static int pack_area_ok(const kvx_ctx_t *ctx, const plan_geom_t *g, int *needed_p)
+{
+    *needed_p = !plan_src_contiguous(g);
+    return !*needed_p || ctx->staging.size >= 2 * plan_max_op(g);
 }
 
 kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
     int need_slots = 0, need_area = 0;
-    size_t bytes = ctx->cfg.staging_bytes;
+    size_t bytes = ctx->cfg.staging_bytes, need_bytes = 2 * PLAN_MAX_OP;
     kvx_status_t status = kucx_set_am_data_handler(&ctx->ucx, MSG_DATA_ID, unpack_am_cb, ctx);
 
     if (status != KVX_OK) {
@@ -59,18 +76,33 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
         return status;
     }
     for (int i = 0; i < ctx->npeers; i++) {
-        plan_mode_t mode = pack_peer_mode(ctx, &ctx->peers[i]);
+        plan_mode_t mode;
+        plan_geom_t g;
+        int area;
 
-        need_slots |= ctx->role == KVX_ROLE_PREFILL ? mode != PLAN_DIRECT : mode == PLAN_UNPACK;
-        need_area |= mode == (ctx->role == KVX_ROLE_PREFILL ? PLAN_PACK : PLAN_UNPACK);
+        if (!pack_peer_geom(ctx, &ctx->peers[i], &g, &mode)) {
+            continue;
+        }
+        if (ctx->role == KVX_ROLE_PREFILL) {
+            need_slots |= mode != PLAN_DIRECT;
+            area = mode == PLAN_PACK || (mode == PLAN_UNPACK && !plan_src_contiguous(&g));
+        } else {
+            need_slots |= mode == PLAN_UNPACK;
+            area = mode == PLAN_UNPACK;
+        }
+        need_area |= area;
+        if (area && 2 * plan_max_op(&g) > need_bytes) {
+            need_bytes = 2 * plan_max_op(&g);
+        }
     }
     if (!need_slots) {
         return KVX_OK;
     }
-    if (need_area && bytes < 2 * PLAN_MAX_OP) {
+    if (need_area && bytes < need_bytes) {
         failure_set(why, KVX_ERR_CONFIG, KVX_STAGE_INIT, NULL,
-                    "KVX_STAGING_BYTES=%zu is too small: this rank's TP ratio needs at least %zu",
-                    bytes, 2 * PLAN_MAX_OP);
+                    "KVX_STAGING_BYTES=%zu is too small: this rank's TP ratio and transports "
+                    "need at least %zu",
+                    bytes, need_bytes);
         return KVX_ERR_CONFIG;
     }
     status = staging_init(&ctx->staging, &ctx->ucx, need_area ? bytes : 0, PACK_SLOTS, why);
@@ -81,6 +113,23 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
                                                : "data messages to unpack");
     }
     return status;
+}
+
+kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why)
+{
+    int needed;
+
+    t->msgs = 1;
+    t->mode = PLAN_UNPACK;
+    if (ctx->staging.cap > 0 && pack_area_ok(ctx, &t->geom, &needed)) {
+        return KVX_OK;
+    }
+    failure_set_room(why, t->room->id, KVX_ERR_CONFIG, KVX_STAGE_PREALLOC, NULL,
+                     "%s asks for pages as data messages, but this rank set %s aside for them "
+                     "(its endpoint has native RMA here: set KVX_WRITES alike on every rank)",
+                     t->peer->name,
+                     needed && ctx->staging.cap > 0 ? "too few staging bytes" : "no staging");
+    return KVX_ERR_CONFIG;
 }
 
 void pack_cleanup(kvx_ctx_t *ctx)
@@ -276,25 +325,72 @@ static int pack_put(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub)
     return pack_posted(ctx, t, slot, sub, status, ucs, "packed put to");
 }
 
+/* Copies the pieces of sub back to back, in plan_iter order: the data of
+ * a message (unpack.c reads it in the same order). */
+static void pack_gather(const target_t *t, const char *src, const plan_run_t *sub, char *dst)
+{
+    plan_iter_t it;
+    size_t so, doff, n, at = 0;
+
+    plan_iter_init(&it, &t->geom, sub);
+    while (plan_iter_next(&it, &so, &doff, &n)) {
+        memcpy(dst + at, src + so, n);
+        at += n;
+    }
+}
+
 static int pack_send(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
 {
     const plan_geom_t *g = &t->geom;
     unsigned b = t->layer * ctx->my.comps + t->comp;
     const char *src = (const char *)ctx->pool.buf[b] + g->sbase + sub->src * g->spage;
+    size_t len = (size_t)sub->count * g->pair_page_bytes;
+    ucp_mem_h memh = ctx->pool.regions[ctx->pool.buf_region[b]].memh;
     msg_data_t d = { t->layer, t->comp, (uint32_t)pos, sub->count };
-    staging_slot_t *slot = pack_slot(ctx, t, 0);
+    int gather = !plan_src_contiguous(g);
+    staging_slot_t *slot = pack_slot(ctx, t, gather ? len : 0);
     ucs_status_t ucs = UCS_OK;
     kvx_status_t status;
 
     if (slot == NULL) {
         return -1;
     }
-    msg_put_data(slot->hdr, ctx->rank, t->room->id, t->nonce, &d);
-    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, src,
-                               (size_t)sub->count * g->pair_page_bytes,
-                               ctx->pool.regions[ctx->pool.buf_region[b]].memh, pack_done_cb, slot,
-                               &ucs);
+    /* Runs strided in this pool (data messages asked for by the decode)
+     * are gathered into the slot; contiguous ones go from the pool. */
+    if (gather) {
+        pack_gather(t, ctx->pool.buf[b], sub, staging_at(&ctx->staging, slot));
+        src = staging_at(&ctx->staging, slot);
+        memh = ctx->staging.region.memh;
+    }
+    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room->id, t->nonce, &d);
+    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, src, len, memh,
+                               pack_done_cb, slot, &ucs);
     return pack_posted(ctx, t, slot, sub, status, ucs, "data message to");
+}
+
+int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len)
+{
+    msg_data_t d = { 0, 0, 0, 0 };
+    staging_slot_t *slot = pack_slot(ctx, t, 0);
+    ucs_status_t ucs = UCS_OK;
+    kvx_status_t status;
+
+    if (slot == NULL) {
+        return 0; /* pumped again when a slot is free */
+    }
+    msg_put_data(slot->hdr, MSG_AUX, ctx->rank, t->room->id, t->nonce, &d);
+    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, row, len, NULL,
+                               pack_done_cb, slot, &ucs);
+    if (status != KVX_INPROGRESS) {
+        staging_release(&ctx->staging, slot);
+    }
+    if (status != KVX_OK && status != KVX_INPROGRESS) {
+        sender_fail(ctx, t, status, KVX_STAGE_AUX, ucs, "aux row to");
+        return 0;
+    }
+    sender_account(t, len, status);
+    t->pack_inflight += status == KVX_INPROGRESS;
+    return 1;
 }
 
 int pack_post(kvx_ctx_t *ctx, target_t *t)
