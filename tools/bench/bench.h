@@ -38,6 +38,7 @@ typedef struct bench_opts {
     int kinds;          /* fault: BENCH_KIND_* bits */
     double interval_us; /* agree, fault: pause between agreement rounds */
     int force_kill;     /* fault: kill without --enable-recovery */
+    int raw_spin;       /* the raw baseline spins (1) or waits as kvx (0) */
 } bench_opts_t;
 
 #define BENCH_KIND_INJECTED 1
@@ -46,6 +47,7 @@ typedef struct bench_opts {
 /* ---- the job ---------------------------------------------------------------- */
 
 extern int bench_rank, bench_size; /* in MPI_COMM_WORLD */
+extern int bench_raw_spin;         /* --raw-wait: 1 spin, 0 as kvx's progress thread */
 
 /* The first n ranks of the world, or MPI_COMM_NULL on the others. */
 MPI_Comm bench_subworld(int n);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int bench_rank, bench_size;
+int bench_rank, bench_size, bench_raw_spin = 1;
 
 static const char usage_text[] =
     "usage: mpirun -np N kvx-bench put|pages|hetero|agree|fault [options]\n"
@@ -44,6 +44,9 @@ static const char usage_text[] =
     "  --reps N          measured repetitions per point, median reported (5)\n"
     "  --window N        rooms in flight per rank (4)\n"
     "  --poll-us US      sleep of an application thread waiting for rooms (20)\n"
+    "  --raw-wait spin|kvx  the raw UCP baseline spins in ucp_worker_progress as\n"
+    "                    ucx_perftest does (spin), or waits as kvx's progress\n"
+    "                    thread does (kvx: KVX_PROGRESS) (spin)\n"
     "put      --min SIZE (64k) --max SIZE (64M) --total SIZE bytes per point (1G)\n"
     "pages    --pages N per room (128) --layers L (4) --rooms N per point (32)\n"
     "         --scatter LIST (0,25,50,100)\n"
@@ -133,6 +136,7 @@ static void defaults(bench_opts_t *o)
     o->total = 1u << 30;
     o->page_layout = KVX_PAGE_HND;
     o->interval_us = 200;
+    o->raw_spin = 1;
     parse_list("0,25,50,100", &o->scatter, 0);
     parse_list("2,4,8", &o->tp, 0);
     parse_list("0,1", &o->failed, 0);
@@ -165,13 +169,17 @@ static void sub_defaults(bench_opts_t *o)
 static int parse(int argc, char **argv, bench_opts_t *o)
 {
     static const struct option longs[] = {
-        { "json", 1, 0, 'j' },       { "plot", 1, 0, 'p' },        { "reps", 1, 0, 'r' },
-        { "window", 1, 0, 'w' },     { "poll-us", 1, 0, 'u' },     { "min", 1, 0, 'a' },
-        { "max", 1, 0, 'b' },        { "total", 1, 0, 't' },       { "pages", 1, 0, 'P' },
-        { "layers", 1, 0, 'L' },     { "rooms", 1, 0, 'R' },       { "scatter", 1, 0, 's' },
-        { "layouts", 1, 0, 'y' },    { "page-layout", 1, 0, 'l' }, { "tp", 1, 0, 'T' },
-        { "failed", 1, 0, 'f' },     { "kinds", 1, 0, 'k' },       { "interval-us", 1, 0, 'i' },
-        { "force-kill", 0, 0, 'K' }, { "help", 0, 0, 'h' },        { 0, 0, 0, 0 }
+        { "json", 1, 0, 'j' },       { "plot", 1, 0, 'p' },
+        { "reps", 1, 0, 'r' },       { "window", 1, 0, 'w' },
+        { "poll-us", 1, 0, 'u' },    { "min", 1, 0, 'a' },
+        { "max", 1, 0, 'b' },        { "total", 1, 0, 't' },
+        { "pages", 1, 0, 'P' },      { "layers", 1, 0, 'L' },
+        { "rooms", 1, 0, 'R' },      { "scatter", 1, 0, 's' },
+        { "layouts", 1, 0, 'y' },    { "page-layout", 1, 0, 'l' },
+        { "tp", 1, 0, 'T' },         { "failed", 1, 0, 'f' },
+        { "kinds", 1, 0, 'k' },      { "interval-us", 1, 0, 'i' },
+        { "force-kill", 0, 0, 'K' }, { "help", 0, 0, 'h' },
+        { "raw-wait", 1, 0, 'W' },   { 0, 0, 0, 0 }
     };
     int c, bad = 0;
 
@@ -243,6 +251,10 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         case 'K':
             o->force_kill = 1;
             break;
+        case 'W':
+            o->raw_spin = !strcmp(optarg, "spin");
+            bad |= o->raw_spin == 0 && strcmp(optarg, "kvx") != 0;
+            break;
         case 'h':
             return 1;
         default:
@@ -273,6 +285,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &bench_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &bench_size);
     p = parse(argc, argv, &o);
+    bench_raw_spin = o.raw_spin;
     /* Every rank parses the same arguments, so every rank takes the same
      * branch; a subcommand returns the same status on every live rank. */
     for (size_t i = 0; p == 0 && i < sizeof(subs) / sizeof(subs[0]); i++) {

@@ -229,9 +229,12 @@ static void put_header(put_job_t *j, bench_out_t *out)
                     "kvx clock: from a barrier, with the first rooms granted, until the "
                     "decode sees its last room SUCCESS (polling every %.0f us)",
                     o->poll_us);
-    bench_out_setup(out, "raw clock: from a barrier until the target, progressing its worker as "
-                         "kvx's progress thread does (KVX_PROGRESS), sees a flag put after the "
-                         "last flush");
+    bench_out_setup(out,
+                    "raw clock: from a barrier until the target, %s, sees a flag put after "
+                    "the last flush",
+                    bench_raw_spin ? "spinning in ucp_worker_progress (--raw-wait spin)"
+                                   : "progressing its worker as kvx's progress thread does "
+                                     "(--raw-wait kvx)");
     bench_out_heads(
         out,
         "      bytes  rooms   puts   kvx GB/s      min      max  raw GB/s      min      "

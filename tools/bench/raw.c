@@ -13,13 +13,15 @@
  * A room is its puts and one flush of the endpoint; the target progresses
  * its worker (on shared memory UCX emulates puts with active messages only
  * the target's progress completes) until an 8-byte flag, put after the last
- * flush completed, says every room has landed. Both sides wait as kvx's
- * progress thread does (KVX_PROGRESS): adaptive spins 256 empty progress
- * calls, then sleeps on the worker's event fd (at most 10 ms, kvx's tick);
- * busy never sleeps. On a machine with fewer cores than busy threads this
- * decides who runs: two spinning processes that share a core each burn a
- * whole time slice while the shared-memory FIFO between them is full or
- * empty.
+ * flush completed, says every room has landed. By default both sides spin
+ * in ucp_worker_progress, as ucx_perftest does (--raw-wait spin). With
+ * --raw-wait kvx they wait as kvx's progress thread does (KVX_PROGRESS):
+ * adaptive spins 256 empty progress calls, then sleeps on the worker's
+ * event fd (at most 10 ms, kvx's tick); busy never sleeps. On a machine
+ * with fewer cores than busy threads that decides who runs (two spinning
+ * processes that share a core each burn a whole time slice while the
+ * shared-memory FIFO between them is full or empty), and it shows what the
+ * event fd's wakeups cost.
  */
 #include "bench.h"
 
@@ -103,7 +105,7 @@ static int raw_context(raw_t *raw)
         return -1;
     }
     raw->efd = -1;
-    if (!raw_config_is("KVX_PROGRESS", "busy") &&
+    if (!bench_raw_spin && !raw_config_is("KVX_PROGRESS", "busy") &&
         ucp_worker_get_efd(raw->worker, &raw->efd) != UCS_OK) {
         raw->efd = -1;
     }
