@@ -258,7 +258,8 @@ static int raw_connect(raw_t *raw)
     size_t addr_len = 0, rkey_len = 0;
     uint64_t hdr[3] = { 0 };
     char *blob = NULL;
-    int n, ok = 1;
+    MPI_Request req;
+    int n, ok = 1, done = 0;
 
     MPI_Get_processor_name(host, &n);
     MPI_Sendrecv(host, sizeof(host), MPI_CHAR, 1 - raw->rank, 1, peer_host, sizeof(peer_host),
@@ -284,7 +285,14 @@ static int raw_connect(raw_t *raw)
              ucp_ep_rkey_unpack(raw->ep, blob + hdr[1], &raw->rkey) == UCS_OK;
     }
     free(blob);
-    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, raw->comm);
+    /* The target progresses while the initiator connects: an endpoint to a
+     * local peer over a network transport is destroyed and made again in
+     * peer mode (raw_ep), and ucp_ep_destroy() waits for the peer. */
+    MPI_Iallreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, raw->comm, &req);
+    while (!done) {
+        ucp_worker_progress(raw->worker);
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    }
     return ok ? 0 : -1;
 }
 
