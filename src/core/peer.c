@@ -202,20 +202,24 @@ static int peer_process_gone(const peer_t *peer)
     return state != NULL && (state[2] == 'Z' || state[2] == 'X');
 }
 
-/* Why a silent peer counts as lost, or NULL while it does not. A peer on
- * this machine whose process is gone is lost after 3 keepalive intervals; one
- * whose process is still there is only slow (an overloaded machine stalls
- * every rank for a second at times) and is lost when silent 10 times
- * KVX_PEER_TIMEOUT (hung); a remote peer is lost when silent KVX_PEER_TIMEOUT. */
+/* Why a silent peer counts as lost, or NULL while it does not. A peer whose
+ * pid this rank can see (same_machine) and whose process is gone is lost
+ * after 3 keepalive intervals. A peer on this host whose process is still
+ * there is only slow (an overloaded machine stalls every rank for a second at
+ * times) and is lost when silent 10 times KVX_PEER_TIMEOUT (hung). A remote
+ * peer is lost when silent KVX_PEER_TIMEOUT: so is one on this machine in
+ * another network namespace, since a live process says nothing about the
+ * network between it and this rank, which can fail silently (a cut link, a
+ * firewall), as between hosts. */
 static const char *peer_lost_how(const kvx_ctx_t *ctx, const peer_t *peer, uint64_t silent,
                                  char *how, size_t len)
 {
     if (peer->same_machine && silent > 3 * ctx->cfg.keepalive_interval && peer_process_gone(peer)) {
-        snprintf(how, len, "its process %d on this host is gone (silent for %.2f s)", peer->pid,
+        snprintf(how, len, "its process %d on this machine is gone (silent for %.2f s)", peer->pid,
                  kvx_ns_to_s(silent));
         return how;
     }
-    if (silent > ctx->cfg.peer_timeout * (peer->same_machine ? 10 : 1)) {
+    if (silent > ctx->cfg.peer_timeout * (peer->same_host ? 10 : 1)) {
         snprintf(how, len, "silent for %.2f s", kvx_ns_to_s(silent));
         return how;
     }
