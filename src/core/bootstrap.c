@@ -607,17 +607,21 @@ void bootstrap_close_endpoints(kvx_ctx_t *ctx)
         /* A lost peer's endpoint may hold puts that can never complete:
          * in peer error mode a forced close cancels them; otherwise
          * destroying the worker completes them (bootstrap_cleanup()). */
-        if ((peer->lost && !peer->peer_mode) || peer->ep_failed) {
-            continue; /* ep_failed: closed when UCX reported the error */
-        }
-        /* Keys go before their endpoint, once nothing uses them. */
-        if (peer->inflight_ops == 0) {
+        int stuck = peer->lost && !peer->peer_mode;
+
+        /* Keys go before their endpoint, once nothing uses them; those of
+         * an endpoint that failed too (closed when UCX reported it), or
+         * UCX complains of rkeys not returned when the worker goes. */
+        if (peer->inflight_ops == 0 && !stuck) {
             for (int r = 0; r < peer->nregions && peer->rkeys != NULL; r++) {
                 kucx_rkey_destroy(peer->rkeys[r]);
                 peer->rkeys[r] = NULL;
             }
             kucx_rkey_destroy(peer->aux_rkey);
             peer->aux_rkey = NULL;
+        }
+        if (stuck || peer->ep_failed) {
+            continue; /* ep_failed: closed when UCX reported the error */
         }
         if (peer->ep != NULL) {
             data_closed = kucx_ep_close(&ctx->ucx, KUCX_DATA, peer->ep, peer->lost, KVX_NS_PER_S);

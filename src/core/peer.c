@@ -235,7 +235,13 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
     snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
     /* A collective on the TP communicator would never complete now. */
     ctx->tp_broken |= peer->role == ctx->role;
-    kvx_warn("peer %s lost: %s", peer->name, how);
+    if (peer->bye) {
+        /* It said goodbye and closed its endpoints: over TCP, UCX reports
+         * that as an error of ours. Not news; its rooms still fail. */
+        kvx_info("peer %s gone after its goodbye: %s", peer->name, how);
+    } else {
+        kvx_warn("peer %s lost: %s", peer->name, how);
+    }
     peer_fail_rooms(ctx, peer, how);
 }
 
