@@ -415,21 +415,29 @@ static void count_inflight(const job_t *j, double t0, double t1, seen_t *s)
 }
 
 /* DIR/fault: the wall-clock times just before and just after the fault
- * command and, after a flap, just after the link came back (else 0). */
+ * command and, after a flap, just after the link came back (else 0). The
+ * script writes it once the fault is made, also when the rooms already
+ * ended (they failed before it): waits for it up to 10 s. */
 static void read_fault(const char *dir, double t[3])
 {
     char path[4096];
-    FILE *f;
+    double start = wall_now();
+    int n = 0;
 
     snprintf(path, sizeof(path), "%s/fault", dir);
-    t[0] = t[1] = t[2] = 0;
-    f = fopen(path, "r");
-    if (f == NULL || fscanf(f, "%lf %lf %lf", &t[0], &t[1], &t[2]) < 2) {
-        t[0] = t[1] = 0;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
+    do {
+        FILE *f = fopen(path, "r");
+
+        t[0] = t[1] = t[2] = 0;
+        if (f != NULL) {
+            n = fscanf(f, "%lf %lf %lf", &t[0], &t[1], &t[2]);
+            fclose(f);
+        }
+        if (n < 2) {
+            t[0] = t[1] = 0;
+            usleep(50000);
+        }
+    } while (n < 2 && wall_now() - start < 10);
 }
 
 /* How the two instances concluded the rooms both hold. Across a cut they
