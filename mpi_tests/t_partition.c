@@ -44,10 +44,7 @@ int tl_rank, tl_failures;
 #define FIRST_ROOM 1000 /* the first room's id */
 
 typedef struct job {
-    kvx_ctx_t *ctx;
-    kvx_identity_t id;
-    kvp_geom_t g;
-    void *bufs[4];
+    tl_job_t t;                                 /* the context, its pages' geometry */
     double opened[MAX_WAVES], ended[MAX_WAVES]; /* when each wave's rooms opened, concluded */
 } job_t;
 
@@ -82,8 +79,6 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
 static void job_start(job_t *j)
 {
     kvx_ctx_params_t p;
-    kvx_failure_t why;
-    char line[512];
 
     memset(j, 0, sizeof(*j));
     kvx_ctx_params_init(&p);
@@ -94,28 +89,16 @@ static void job_start(job_t *j)
     p.num_pages = BLOCKS * WAVE * PAGES;
     p.aux_slots = BLOCKS * WAVE;
     p.aux_item_size = sizeof(uint64_t);
-    if (kvx_ctx_create(MPI_COMM_WORLD, &p, &j->ctx, &why) != KVX_OK) {
-        kvx_failure_format(&why, line, sizeof(line));
-        fprintf(stderr, "rank %d: kvx_ctx_create: %s\n", tl_rank, line);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    kvx_ctx_identity(j->ctx, &j->id);
-    if (j->id.prefill_instances != 1 || j->id.decode_instances != 1) {
+    tl_job_start(&j->t, &p);
+    if (j->t.id.prefill_instances != 1 || j->t.id.decode_instances != 1) {
         fprintf(stderr, "t_partition: needs one prefill and one decode instance\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    j->g.kv = p.kv;
-    j->g.num_pages = p.num_pages;
-    j->g.elem = kvp_elem(p.kv.dtype);
-    kvx_ctx_heads(j->ctx, &j->g.first_head, &j->g.heads);
-    for (unsigned b = 0; b < 4; b++) {
-        kvx_ctx_kv_buffer(j->ctx, b / 2, b % 2, &j->bufs[b], NULL);
     }
 }
 
 static int is_prefill(const job_t *j)
 {
-    return j->id.role == KVX_ROLE_PREFILL;
+    return j->t.id.role == KVX_ROLE_PREFILL;
 }
 
 static uint32_t *room_pages(int block, int i, uint32_t *pages)
@@ -151,17 +134,17 @@ static void open_wave(job_t *j, const wave_t *w)
 
         room_pages(w->block, i, pages);
         if (!is_prefill(j)) {
-            st = kvx_room_recv_open(j->ctx, id, 0, pages, PAGES, w->block * WAVE + i);
+            st = kvx_room_recv_open(j->t.ctx, id, 0, pages, PAGES, w->block * WAVE + i);
             TL_CHECK(st == KVX_OK, "recv_open %llu: %s", (unsigned long long)id,
                      kvx_status_name(st));
             continue;
         }
-        st = kvx_room_send_open(j->ctx, id, 0, PAGES);
+        st = kvx_room_send_open(j->t.ctx, id, 0, PAGES);
         TL_CHECK(st == KVX_OK, "send_open %llu: %s", (unsigned long long)id, kvx_status_name(st));
-        kvp_pages(&j->g, j->bufs, 2, id, pages, PAGES, 0, 1);
-        st = kvx_room_send_chunk(j->ctx, id, pages, PAGES / 2, NULL, 0);
+        kvp_pages(&j->t.g, j->t.bufs, 2, id, pages, PAGES, 0, 1);
+        st = kvx_room_send_chunk(j->t.ctx, id, pages, PAGES / 2, NULL, 0);
         if (st == KVX_OK) {
-            st = kvx_room_send_chunk(j->ctx, id, pages + PAGES / 2, PAGES / 2, &aux, sizeof(aux));
+            st = kvx_room_send_chunk(j->t.ctx, id, pages + PAGES / 2, PAGES / 2, &aux, sizeof(aux));
         }
         TL_CHECK(st == KVX_OK || st == KVX_ERR_STATE, "send_chunk %llu: %s", (unsigned long long)id,
                  kvx_status_name(st));
@@ -174,7 +157,7 @@ static void note_failed(job_t *j, const wave_t *w, seen_t *s)
     for (int i = 0; w != NULL && i < WAVE && s->first_failed == 0; i++) {
         kvx_room_state_t rs;
 
-        if (kvx_room_poll(j->ctx, w->ids[i], &rs) == KVX_OK && rs == KVX_ROOM_FAILED) {
+        if (kvx_room_poll(j->t.ctx, w->ids[i], &rs) == KVX_OK && rs == KVX_ROOM_FAILED) {
             s->first_failed = wall_now();
         }
     }
@@ -187,7 +170,7 @@ static void note_failed(job_t *j, const wave_t *w, seen_t *s)
 static int conclude_wave(job_t *j, const wave_t *w, const wave_t *ahead, kvx_agreed_t *out,
                          seen_t *s)
 {
-    MPI_Comm tp = kvx_ctx_tp_comm(j->ctx);
+    MPI_Comm tp = kvx_ctx_tp_comm(j->t.ctx);
     double start = wall_now();
 
     for (;;) {
@@ -196,7 +179,7 @@ static int conclude_wave(job_t *j, const wave_t *w, const wave_t *ahead, kvx_agr
 
         note_failed(j, w, s);
         note_failed(j, ahead, s);
-        st = tl_agree_round(j->ctx, w->ids, WAVE, out);
+        st = tl_agree_round(j->t.ctx, w->ids, WAVE, out);
         TL_CHECK(st == KVX_OK, "agreement round: %s", kvx_status_name(st));
         for (int i = 0; i < WAVE; i++) {
             done &= out[i].status == KVX_OK &&
@@ -223,8 +206,8 @@ static int conclude_wave(job_t *j, const wave_t *w, const wave_t *ahead, kvx_agr
 static int names_lost_peer(const job_t *j, const char *text)
 {
     const char *other = is_prefill(j) ? "decode" : "prefill";
-    int first = is_prefill(j) ? j->id.prefill_tp : 0;
-    int n = is_prefill(j) ? j->id.decode_tp : j->id.prefill_tp;
+    int first = is_prefill(j) ? j->t.id.prefill_tp : 0;
+    int n = is_prefill(j) ? j->t.id.decode_tp : j->t.id.prefill_tp;
     char want[96];
 
     for (int t = 0; t < n; t++) {
@@ -244,7 +227,7 @@ static void failed_room(job_t *j, uint64_t id, int cut, seen_t *s)
     char line[512] = "";
 
     s->failed++;
-    if (kvx_room_failure(j->ctx, id, &f) != KVX_OK || f.text[0] == '\0') {
+    if (kvx_room_failure(j->t.ctx, id, &f) != KVX_OK || f.text[0] == '\0') {
         TL_CHECK(0, "room %llu FAILED without a reason", (unsigned long long)id);
         s->bad_reason++;
         return;
@@ -286,10 +269,10 @@ static int finish_wave(job_t *j, const wave_t *w, const kvx_agreed_t *out, int c
             s->success++;
             if (!is_prefill(j)) {
                 uint64_t aux = 0;
-                size_t len = 0, bad = kvp_pages(&j->g, j->bufs, 2, id,
+                size_t len = 0, bad = kvp_pages(&j->t.g, j->t.bufs, 2, id,
                                                 room_pages(w->block, i, pages), PAGES, 0, 0);
 
-                bad += kvx_room_aux(j->ctx, id, &aux, sizeof(aux), &len) != KVX_OK ||
+                bad += kvx_room_aux(j->t.ctx, id, &aux, sizeof(aux), &len) != KVX_OK ||
                        aux != kvp_aux(id);
                 TL_CHECK(bad == 0, "room %llu: %zu bytes differ", (unsigned long long)id, bad);
                 s->mismatched += (int)bad;
@@ -297,7 +280,7 @@ static int finish_wave(job_t *j, const wave_t *w, const kvx_agreed_t *out, int c
         } else if (counted) {
             failed_room(j, id, cut, s);
         }
-        while ((st = kvx_room_close(j->ctx, id)) == KVX_ERR_BUSY && wall_now() - start < 10) {
+        while ((st = kvx_room_close(j->t.ctx, id)) == KVX_ERR_BUSY && wall_now() - start < 10) {
             usleep(1000);
         }
         quarantined |= st == KVX_ERR_QUARANTINED;
@@ -390,7 +373,7 @@ static void run_waves(job_t *j, int cut, double arg, const char *dir, seen_t *s)
         finish_wave(j, &cur, out, cut, 1, s);
     } else if (!is_prefill(j)) {
         for (int i = 0; i < WAVE; i++) {
-            kvx_room_abort(j->ctx, cur.ids[i], "the test is over");
+            kvx_room_abort(j->t.ctx, cur.ids[i], "the test is over");
         }
         before.hung += !conclude_wave(j, &cur, NULL, out, s);
         *s = before;
@@ -478,8 +461,8 @@ static void report(const job_t *j, const seen_t *all, int size, int cut, double 
         const seen_t *s = &all[r];
         double lf = s->first_failed > 0 && t[0] > 0 ? s->first_failed - t[0] : -1;
         double af = s->first_agreed > 0 && t[0] > 0 ? s->first_agreed - t[0] : -1;
-        int prefill = r < j->id.prefill_tp;
-        int tp = prefill ? r : r - j->id.prefill_tp;
+        int prefill = r < j->t.id.prefill_tp;
+        int tp = prefill ? r : r - j->t.id.prefill_tp;
 
         printf("  %-4d %-4s %-7s[0].tp%-4d %5d %7d %6d %9d %9d %8.3fs %8.3fs  %s\n", r, s->host,
                prefill ? "prefill" : "decode", tp, s->waves, s->success, s->failed, s->inflight,
@@ -496,10 +479,10 @@ static void report(const job_t *j, const seen_t *all, int size, int cut, double 
             TL_CHECK(s->inflight > 0, "rank %d held no room while the link was down", r);
         }
         /* Every TP rank of an instance concluded every room alike. */
-        TL_CHECK(s->outcome_hash == all[prefill ? 0 : j->id.prefill_tp].outcome_hash,
+        TL_CHECK(s->outcome_hash == all[prefill ? 0 : j->t.id.prefill_tp].outcome_hash,
                  "rank %d concluded rooms differently from its instance's tp0", r);
     }
-    report_sides(&all[0], &all[j->id.prefill_tp]);
+    report_sides(&all[0], &all[j->t.id.prefill_tp]);
 }
 
 int main(int argc, char **argv)
@@ -533,7 +516,7 @@ int main(int argc, char **argv)
         report(&j, all, size, cut, arg, t);
     }
     free(all);
-    kvx_ctx_destroy(j.ctx);
+    kvx_ctx_destroy(j.t.ctx);
     MPI_Allreduce(&tl_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (tl_rank == 0) {
         printf("%s\n", total == 0 ? "PASS" : "FAIL");

@@ -46,8 +46,8 @@ show() {
 # nothing else, for data and control.
 check_lanes() {
     {
-        grep -E "^\[[^ ]* ${2:-h0}:[0-9]+ r[0-9]+ prefill\[0\]\.tp[01]\] info peer decode" "$1"
-        grep -E "^\[[^ ]* ${3:-h1}:[0-9]+ r[0-9]+ decode\[0\]\.tp[01]\] info peer prefill" "$1"
+        grep -E "^\[[^ ]* ${2:-h0}:[0-9]+ r[0-9]+ prefill\[0\]\.tp[01]\] info peer decode[^:]*: data over" "$1"
+        grep -E "^\[[^ ]* ${3:-h1}:[0-9]+ r[0-9]+ decode\[0\]\.tp[01]\] info peer prefill[^:]*: data over" "$1"
     } >"$work/lanes"
     sed 's/^/    /' "$work/lanes"
     [ "$(wc -l <"$work/lanes")" -eq 4 ] ||
