@@ -18,6 +18,8 @@
 #      ranks 0-1 run on h0, decode ranks 2-3 on h1 (kvx's log says where each
 #      rank runs), and their rooms arrive byte-exact over tcp/data0; then the
 #      same with --hostfile listing h1 first: prefill on h1, decode on h0.
+#   4. without UCX_NET_DEVICES, UCX chooses: every peer across the hosts is
+#      reached over TCP on one of the hosts' real interfaces, never lo.
 #
 # The runs here are about bytes and agreement, not about silence: they set
 # KVX_PEER_TIMEOUT=10s so that a stall of this busy machine (all hosts share its
@@ -140,6 +142,24 @@ kvx_run h0 h1 --hosts h0:2,h1:2 --split-roles
 # A hostfile that lists h1 first: the prefill goes where the hostfile begins.
 printf '# the namespace hosts\nh1 slots=2\nh0 slots=2\n' >"$work/hostfile"
 kvx_run h1 h0 --hostfile "$work/hostfile" --split-roles
+
+# ---- 4. UCX_NET_DEVICES unset: a real interface, never lo ---------------
+KVXN_NET= "$H" mpirun -N 2 -t 90 $same -x KVX_LOG_LEVEL=info "$b/mpi_tests/t_rooms" --rooms 20 \
+    --kv-heads 4 >"$work/nodev.out" 2>&1
+rc=$?
+show "$work/nodev.out"
+[ $rc -eq 0 ] || fail "t_rooms without UCX_NET_DEVICES exited $rc"
+grep -q '^t_rooms: HND: 20 rooms, 80 room-ends on 4 ranks, 80 SUCCESS, 0 mismatched bytes' \
+    "$work/nodev.out" || fail "without UCX_NET_DEVICES: not 20 rooms byte-exact"
+grep -E 'info peer (decode|prefill)[^:]*: data over' "$work/nodev.out" |
+    grep -E ' h0:[0-9]+ r[01] .* peer decode| h1:[0-9]+ r[23] .* peer prefill' >"$work/lanes"
+sed 's/^/    /' "$work/lanes"
+[ "$(wc -l <"$work/lanes")" -eq 4 ] || fail "expected 4 transport lines across the hosts"
+if grep -vE 'data over tcp/(data0|ctl0)\.[0-9]+ \(pages as data messages\); control over tcp/(data0|ctl0)\.[0-9]+;' \
+    "$work/lanes"; then
+    fail "without UCX_NET_DEVICES a peer across the hosts is reached over something else than tcp on data0 or ctl0"
+fi
+say "4. UCX_NET_DEVICES unset: every peer across the hosts over $(sed -n 's/.*data over \(tcp\/[a-z0-9]*\).*/\1/p' "$work/lanes" | sort -u | tr '\n' ' ')(never lo)"
 
 left=$("$H" pids)
 [ -z "$left" ] || fail "processes left in the hosts: $left"
