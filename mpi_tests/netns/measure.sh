@@ -187,7 +187,7 @@ cut_run() {
     echo "$t0 $(date +%s.%N)" >"$d/fault"
     wait $pid
     t2=$(date +%s.%N)
-    grep -E '^  [0-9]' "$work/cut.out"
+    grep -E '^# fault command ran|^  [0-9]' "$work/cut.out"
     # The slowest rank's fault->agreed FAILED, in ms, for the summary.
     grep -E '^  [0-9]' "$work/cut.out" |
         sed -n 's/.* \(-\{0,1\}[0-9.]*\)s *\(-\{0,1\}[0-9.]*\)s  .*/\2/p' |
