@@ -172,16 +172,34 @@ static int peer_involved(const room_t *room, const peer_t *peer)
     return 0;
 }
 
-/* Goodbye from a peer of the other instance: the rooms it still had a part
- * in -- those it never opened among them, which no FAIL of its destroy
- * named -- fail now with the shutdown as reason. */
+/* Does the room still wait for the peer: a decode rank that has not
+ * reported the room SUCCESS, a prefill rank that has not said DONE? */
+static int peer_owes(const room_t *room, const peer_t *peer)
+{
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        if (room->targets[t].peer == peer && !room->targets[t].received) {
+            return 1;
+        }
+    }
+    for (unsigned s = 0; s < room->nsources; s++) {
+        if (room->sources[s].peer == peer && !room->sources[s].done) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Goodbye from a peer of the other instance: the rooms that still wait for
+ * it -- those it never opened among them, which no FAIL of its destroy
+ * named -- fail now with the shutdown as reason. A peer whose part of a
+ * room is done may leave before the room ends. */
 void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
 {
     peer->bye = 1;
     for (size_t i = 0; peer->role != ctx->role && i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
 
-        if (room != NULL && peer_involved(room, peer)) {
+        if (room != NULL && room->user_open && peer_owes(room, peer)) {
             peer_fail_if_gone(ctx, room, peer);
         }
     }
