@@ -74,12 +74,15 @@ static void job_start(job_t *j)
 }
 
 /* A PREALLOC as world rank from would send it, through the decoder and the
- * dispatcher, as the progress thread handles what arrives. */
+ * dispatcher, as the progress thread handles what arrives. Its nonce names a
+ * decode incarnation of its own per room id, as a real decode's does (the
+ * prefill drops messages of the incarnations of rooms it closed). */
 static kvx_status_t inject(job_t *j, int from, uint64_t room, int64_t aux_slot, int writes,
                            const uint32_t *pages, size_t n, char *why, size_t why_len)
 {
     size_t len;
-    void *buf = msg_new_prealloc(from, room, 0x5eedull, aux_slot, writes, pages, n, &len);
+    void *buf =
+        msg_new_prealloc(from, room, 0x5eed00000000ull | room, aux_slot, writes, pages, n, &len);
     kvx_ctx_t *ctx = j->ctx;
     kvx_status_t st;
     msg_t m;

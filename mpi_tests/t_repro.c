@@ -1,8 +1,9 @@
 /*
- * t_repro.c - regression tests of three findings in src/core (issue 9), one
- * mode each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Each mode is a
- * make check case (mpi_tests/cases/repro_*.mpi) and runs under ASan too
- * (tests/sanitize.sh), where the memory errors showed.
+ * t_repro.c - regression tests of findings in src/core (issue 9), one mode
+ * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Each mode is a make
+ * check case (mpi_tests/cases/repro_*.mpi) and runs under ASan and TSan too
+ * (tests/sanitize.sh), where the memory errors showed. Each says what once
+ * went wrong.
  *
  *   noaux     A context without an aux pool (aux_slots 0) is created and
  *             destroyed; bootstrap.c once passed a NULL rkey buffer to
@@ -33,25 +34,24 @@
  *             expected: DRAINING, then RELEASED once the prefill confirms
  *             (or QUARANTINED after KVX_DRAIN_TIMEOUT, 5 s).
  *
- * reslot and expire are run by hand (below). Two more modes reproduce
- * findings that are still open; their cases are expected to fail (XFAIL_TESTS in Makefile.am) until
- * src/core is fixed, and then fail the suite as XPASS: move them to TESTS then.
- *
  *   byeroom   The decode destroys its context while a room the prefill
  *             opened is BOOTSTRAPPING (the decode never opened it): the
  *             decode's goodbye (MSG_BYE) fails nothing, so the room waits
  *             for KVX_BOOTSTRAP_TIMEOUT instead of failing with
- *             KVX_ERR_SHUTDOWN. The mode gives it 2 s.
+ *             KVX_ERR_SHUTDOWN. The mode gives it 2 s. (peer_on_bye()
+ *             now fails the rooms the peer had a part in.)
  *   reuse     The prefill aborts a room and closes it at once; the decode
  *             tells the prefill the failure back (room_fail notifies the
  *             other side of every failure, also of one it was told), the
  *             prefill keeps that FAIL for the closed id as an early message,
  *             and the next room with the same id fails at open with the old
  *             room's reason, on both sides. The mode expects SUCCESS.
+ *             (The prefill now drops messages of a closed room's decode
+ *             incarnation: sender_msg_stale().)
  *
  * By hand, from a build directory:
  *   mpi_tests/run-mpi.sh ../mpi_tests/cases/repro_inflight.mpi
- * or from build-asan/:
+ * or with mpirun, from build/ or build-asan/:
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro stall
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
@@ -60,7 +60,7 @@
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 KVX_TRANSFER_TIMEOUT=1s \
  *       KVX_FAULT=stage=completion,role=prefill,effect=drop \
  *       mpirun -np 2 -x KVX_TRANSFER_TIMEOUT -x KVX_FAULT mpi_tests/t_repro expire
- * (as root add --allow-run-as-root; exit 0 and "expected" lines when fixed)
+ * (as root add --allow-run-as-root; each exits 0 when the finding stays fixed)
  */
 #include <kvx.h>
 

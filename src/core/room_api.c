@@ -137,6 +137,7 @@ static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side
          * it (it answers no grant any more: only rooms in the table are
          * looked at again). */
         hmap_remove(&ctx->rooms, id);
+        sender_bury(ctx, room);
         room->user_open = 0;
         room = NULL;
     }
@@ -172,19 +173,6 @@ static void room_api_replay(kvx_ctx_t *ctx, room_t *room)
     }
 }
 
-/* A peer that said goodbye (its context is being destroyed) will never
- * answer the room: it fails now, not at its bootstrap deadline. */
-static void room_api_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
-{
-    kvx_failure_t f;
-
-    if (peer->bye && !room_terminal(room)) {
-        failure_set_room(&f, room->id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
-                         "%s is shutting down: its context is being destroyed", peer->name);
-        room_fail(ctx, room, &f, 1);
-    }
-}
-
 /* Right after open: a peer of the room already lost or shutting down fails
  * it now (not at its bootstrap deadline), and so does an injected bootstrap
  * fault. */
@@ -194,11 +182,11 @@ static void room_api_opened(kvx_ctx_t *ctx, room_t *room)
 
     for (unsigned t = 0; t < room->ntargets; t++) {
         peer_fail_if_lost(ctx, room, room->targets[t].peer);
-        room_api_fail_if_gone(ctx, room, room->targets[t].peer);
+        peer_fail_if_gone(ctx, room, room->targets[t].peer);
     }
     for (unsigned s = 0; s < room->nsources; s++) {
         peer_fail_if_lost(ctx, room, room->sources[s].peer);
-        room_api_fail_if_gone(ctx, room, room->sources[s].peer);
+        peer_fail_if_gone(ctx, room, room->sources[s].peer);
     }
     if (!room_terminal(room) && fault_at(ctx, KVX_STAGE_BOOTSTRAP, room, &act) == FAULT_FAIL) {
         room_fail(ctx, room, &act.failure, 1);
