@@ -56,6 +56,7 @@ typedef struct peer {
     char lost_how[128]; /* when lost: how it was detected */
     int pid;            /* its process id */
     int same_machine;   /* same kernel and PID namespace: its pid can be checked */
+    int put_in_host;    /* every RMA lane to it is this host's memory: fast-completion puts */
     int same_host;      /* same_machine and the same network namespace */
 } peer_t;
 
@@ -165,7 +166,7 @@ typedef struct pool {
     int nregions;
     int *buf_region; /* region of each buffer */
     void *owned;     /* memory kvx allocated, or NULL */
-    size_t owned_len;
+    int ucx_owned;   /* regions[0] is memory UCX allocated for kvx (KVX_POOL_ALLOC=ucx) */
     void *aux;
     size_t aux_slots, aux_stride;
     kucx_region_t aux_region;
