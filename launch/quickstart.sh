@@ -1,7 +1,8 @@
 #!/bin/sh
 # quickstart.sh demo|check - from a fresh Debian 12 machine to a running kvx.
 #
-#   launch/quickstart.sh demo    install what is missing, build, run the demo
+#   launch/quickstart.sh demo    install what is missing, build, run kvx-demo on
+#                                4 ranks (prefill:1x2,decode:1x2, host memory)
 #   launch/quickstart.sh check   install what is missing, build, run every test,
 #                                then again under the sanitizers (tests/sanitize.sh)
 #
@@ -26,11 +27,13 @@ build=$top/build
 # mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster;
 # iproute2, util-linux, mount and nftables serve the multi-host tests on
 # network namespaces (mpi_tests/netns/); clang and its fuzzer runtime build
-# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests.
+# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests; jq reads
+# kvx-demo's JSON summary in its tests; gnuplot-nox draws kvx-bench --plot
+# (and the bench_* cases check the plot when it is there).
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
 slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
-clang libclang-rt-14-dev valgrind"
+clang libclang-rt-14-dev valgrind jq gnuplot-nox"
 
 missing=
 for p in $packages; do
@@ -66,11 +69,10 @@ make -j"$(nproc)"
 
 case $mode in
 demo)
-    # Until kvx-demo exists: a 4-rank smoke run of the harness.
-    export KVXT_OUT=$(mktemp -d)
-    trap 'rm -rf "$KVXT_OUT"' EXIT
-    make -s mpi_tests/t_harness
-    sh mpi_tests/run-mpi.sh "$top/mpi_tests/cases/harness_config.mpi"
+    # kvx-demo on 4 ranks through kvx-run: a prefill instance of TP 2 sends
+    # the KV of 200 requests to a decode instance of TP 2, in host memory;
+    # rank 0 shows the progress, then the summary (kvx-demo --help: more).
+    exec "$top/launch/kvx-run" --layout prefill:1x2,decode:1x2 -- "$build/examples/kvx-demo"
     ;;
 check)
     # As root the Slurm packages are installed above, so the Slurm test must

@@ -61,6 +61,7 @@ struct kvx_agree {
     int nreq;
     size_t S;           /* slots in the vector of this round */
     int32_t *vec, *res; /* A */
+    room_t **sampled;   /* [slot] the room vec[slot] is about, NULL if free */
     size_t K;           /* B: failed slots */
     size_t *failed;
     agree_rec_t *recs, *recs_out;
@@ -112,6 +113,7 @@ static void agree_round_free(struct kvx_agree *a)
     free(a->ids);
     free(a->vec);
     free(a->res);
+    free(a->sampled);
     free(a->failed);
     free(a->recs);
     free(a->recs_out);
@@ -203,12 +205,15 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
     a->S = t->nslots;
     a->vec = malloc((a->S + 1) * sizeof(int32_t));
     a->res = malloc((a->S + 1) * sizeof(int32_t));
-    if (a->vec == NULL || a->res == NULL || agree_collect_fresh(ctx, a) != KVX_OK) {
+    a->sampled = malloc((a->S + 1) * sizeof(room_t *));
+    if (a->vec == NULL || a->res == NULL || a->sampled == NULL ||
+        agree_collect_fresh(ctx, a) != KVX_OK) {
         return KVX_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < a->S; i++) {
         room_t *room = t->room[i];
 
+        a->sampled[i] = room;
         /* A free slot must not hold the others back. A failed prefill room
          * counts as FAILED once it holds the decode instance's verdict (so
          * both instances report one root cause): until then, as the state
@@ -484,7 +489,9 @@ static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)
             out[i].status = KVX_OK;
             out[i].state = room->agreed_state;
         } else if (a->status == KVX_OK && room->slot >= 0 && (size_t)room->slot < a->S &&
-                   a->res[room->slot] != INT32_MAX) {
+                   a->sampled[room->slot] == room && a->res[room->slot] != INT32_MAX) {
+            /* (A slot this round gave to the room spoke of its previous
+             * holder: the room is then not agreed yet.) */
             out[i].status = KVX_OK;
             out[i].state = (kvx_room_state_t)a->res[room->slot];
         } else {

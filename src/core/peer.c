@@ -160,12 +160,72 @@ void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
     }
 }
 
+/* A peer that said goodbye (its context is being destroyed) will never
+ * answer the room: it fails now, not at its bootstrap deadline. */
+void peer_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
+{
+    kvx_failure_t f;
+
+    if (peer->bye && !room_terminal(room)) {
+        failure_set_room(&f, room->id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
+                         "%s is shutting down: its context is being destroyed", peer->name);
+        room_fail(ctx, room, &f, 1);
+    }
+}
+
+static int peer_involved(const room_t *room, const peer_t *peer)
+{
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        if (room->targets[t].peer == peer) {
+            return 1;
+        }
+    }
+    for (unsigned s = 0; s < room->nsources; s++) {
+        if (room->sources[s].peer == peer) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Does the room still wait for the peer: a decode rank that has not
+ * reported the room SUCCESS, a prefill rank that has not said DONE? */
+static int peer_owes(const room_t *room, const peer_t *peer)
+{
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        if (room->targets[t].peer == peer && !room->targets[t].received) {
+            return 1;
+        }
+    }
+    for (unsigned s = 0; s < room->nsources; s++) {
+        if (room->sources[s].peer == peer && !room->sources[s].done) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Goodbye from a peer of the other instance: the rooms that still wait for
+ * it -- those it never opened among them, which no FAIL of its destroy
+ * named -- fail now with the shutdown as reason. A peer whose part of a
+ * room is done may leave before the room ends. */
+void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
+{
+    peer->bye = 1;
+    for (size_t i = 0; peer->role != ctx->role && i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        if (room != NULL && room->user_open && peer_owes(room, peer)) {
+            peer_fail_if_gone(ctx, room, peer);
+        }
+    }
+}
+
 /* Fails every room that involves a lost peer. */
 static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
 {
     for (size_t i = 0; i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
-        int involved = 0;
         kvx_failure_t f;
 
         if (room == NULL) {
@@ -177,16 +237,8 @@ static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
             peer_break_instance(ctx, room, &f);
             continue;
         }
-        if (room->state == KVX_ROOM_FAILED || room->state == KVX_ROOM_SUCCESS) {
-            continue;
-        }
-        for (unsigned t = 0; t < room->ntargets; t++) {
-            involved |= room->targets[t].peer == peer;
-        }
-        for (unsigned s = 0; s < room->nsources; s++) {
-            involved |= room->sources[s].peer == peer;
-        }
-        if (!involved) {
+        if (room->state == KVX_ROOM_FAILED || room->state == KVX_ROOM_SUCCESS ||
+            !peer_involved(room, peer)) {
             continue;
         }
         failure_set_room(&f, room->id, KVX_ERR_PEER_LOST, room_stage(room), NULL,
@@ -218,20 +270,24 @@ static int peer_process_gone(const peer_t *peer)
     return state != NULL && (state[2] == 'Z' || state[2] == 'X');
 }
 
-/* Why a silent peer counts as lost, or NULL while it does not. A peer on
- * this machine whose process is gone is lost after 3 keepalive intervals; one
- * whose process is still there is only slow (an overloaded machine stalls
- * every rank for a second at times) and is lost when silent 10 times
- * KVX_PEER_TIMEOUT (hung); a remote peer is lost when silent KVX_PEER_TIMEOUT. */
+/* Why a silent peer counts as lost, or NULL while it does not. A peer whose
+ * pid this rank can see (same_machine) and whose process is gone is lost
+ * after 3 keepalive intervals. A peer on this host whose process is still
+ * there is only slow (an overloaded machine stalls every rank for a second at
+ * times) and is lost when silent 10 times KVX_PEER_TIMEOUT (hung). A remote
+ * peer is lost when silent KVX_PEER_TIMEOUT: so is one on this machine in
+ * another network namespace, since a live process says nothing about the
+ * network between it and this rank, which can fail silently (a cut link, a
+ * firewall), as between hosts. */
 static const char *peer_lost_how(const kvx_ctx_t *ctx, const peer_t *peer, uint64_t silent,
                                  char *how, size_t len)
 {
     if (peer->same_machine && silent > 3 * ctx->cfg.keepalive_interval && peer_process_gone(peer)) {
-        snprintf(how, len, "its process %d on this host is gone (silent for %.2f s)", peer->pid,
+        snprintf(how, len, "its process %d on this machine is gone (silent for %.2f s)", peer->pid,
                  kvx_ns_to_s(silent));
         return how;
     }
-    if (silent > ctx->cfg.peer_timeout * (peer->same_machine ? 10 : 1)) {
+    if (silent > ctx->cfg.peer_timeout * (peer->same_host ? 10 : 1)) {
         snprintf(how, len, "silent for %.2f s", kvx_ns_to_s(silent));
         return how;
     }
@@ -247,7 +303,13 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
     snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
     /* A collective on the TP communicator would never complete now. */
     ctx->tp_broken |= peer->role == ctx->role;
-    kvx_warn("peer %s lost: %s", peer->name, how);
+    if (peer->bye) {
+        /* It said goodbye and closed its endpoints: over TCP, UCX reports
+         * that as an error of ours. Not news; its rooms still fail. */
+        kvx_info("peer %s gone after its goodbye: %s", peer->name, how);
+    } else {
+        kvx_warn("peer %s lost: %s", peer->name, how);
+    }
     peer_fail_rooms(ctx, peer, how);
 }
 

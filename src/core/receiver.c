@@ -173,7 +173,7 @@ void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
     char pages[256];
     size_t o = 0;
 
-    if (room->pages_state != KVX_PAGES_DRAINING || now - room->entered <= ctx->cfg.drain_timeout) {
+    if (room->pages_state != KVX_PAGES_DRAINING || room_age(room, now) <= ctx->cfg.drain_timeout) {
         return;
     }
     room->pages_state = KVX_PAGES_QUARANTINED;

@@ -161,7 +161,7 @@ int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
         return 1;
     }
     for (unsigned i = 0; i < room->ntargets; i++) {
-        if (room->targets[i].peer->lost) {
+        if (room->targets[i].peer->lost || room->targets[i].peer->bye) {
             return 1; /* no verdict can come */
         }
     }
@@ -387,6 +387,33 @@ void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce)
             room->targets[i].nonce = nonce;
         }
     }
+}
+
+void sender_bury(kvx_ctx_t *ctx, const room_t *room)
+{
+    for (unsigned i = 0; room->side == KVX_ROLE_PREFILL && i < room->ntargets; i++) {
+        if (room->targets[i].nonce != 0) {
+            ctx->dead_nonce[ctx->dead_next++ % KVX_DEAD_NONCES] = room->targets[i].nonce;
+        }
+    }
+}
+
+int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *peer, uint64_t nonce)
+{
+    if (nonce == 0 || ctx->role != KVX_ROLE_PREFILL) {
+        return 0; /* a FAIL from before the grant names no incarnation */
+    }
+    for (unsigned i = 0; room != NULL && i < room->ntargets; i++) {
+        if (room->targets[i].peer == peer && room->targets[i].nonce != 0) {
+            return room->targets[i].nonce != nonce ? 2 : 0;
+        }
+    }
+    for (unsigned i = 0; i < KVX_DEAD_NONCES && i < ctx->dead_next; i++) {
+        if (ctx->dead_nonce[i] == nonce) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 void sender_drain(kvx_ctx_t *ctx, room_t *room)
@@ -690,7 +717,9 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         room_fail(ctx, room, &f, 1);
         return;
     }
-    if (t->pair.writes) {
+    /* Page ids only travel in a writer's grant: a control-only grant to a
+     * rank the plan makes write carries none (sender_check_grant refuses it). */
+    if (t->pair.writes && m->u.prealloc.writes != MSG_WRITES_NONE) {
         memcpy(t->dst, m->pages, (size_t)m->u.prealloc.npages * sizeof(uint32_t));
     }
     t->granted = 1;
