@@ -269,6 +269,9 @@ int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer);
 void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
 /* UCX's error callback of peer-mode endpoints. */
 void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+/* A room opened after a TP sibling was lost concludes FAILED at once: no
+ * agreement round will ever run for it (found by tests/model/room.pml). */
+void peer_break_if_broken(kvx_ctx_t *ctx, room_t *room);
 /* A room opened with a peer already lost fails at once, with the loss. */
 void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 /* Fails the room if the peer said goodbye (KVX_ERR_SHUTDOWN). */
