@@ -96,6 +96,10 @@ static const cfg_row_t cfg_table[] = {
       "Registered memory a rank sets aside, when its TP ratio needs it, to pack strided heads "
       "into one put (prefill) or land data it unpacks into its pages (decode); at least 8M.",
       CFG_FIELD(staging_bytes), NULL, 0, 0 },
+    { "KVX_CUDA_LIBRARY", CFG_STRING, "",
+      "The CUDA runtime to load (a libcudart path or name) instead of the one kvx was built "
+      "with, then libcudart.so.N from the loader path.",
+      CFG_FIELD(cuda_library), NULL, 0, 0 },
 
     /* ---- topology (src/topo) ---- */
     { "KVX_TOPO_XML", CFG_STRING, "",

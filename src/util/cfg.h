@@ -35,6 +35,7 @@ typedef struct kvx_cfg {
     int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
     int ep_err_mode;             /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none */
     uint64_t staging_bytes;      /* KVX_STAGING_BYTES */
+    char *cuda_library;          /* KVX_CUDA_LIBRARY */
 
     /* ---- topology (src/topo) ---- */
     char *topo_xml;         /* KVX_TOPO_XML */
