@@ -15,6 +15,10 @@
  * pages are read until the message completes, so the target finishes
  * (aux, flush, DONE) only when none is in flight.
  *
+ * STAGED (the memory path, cuda_stage.c): like UNPACK, but the run is
+ * gathered into a slot through a copy engine first, and the decode rank
+ * scatters it through its own. The staging area is then cuda_stage.c's.
+ *
  * A target that finds no free slot waits on ctx->pack_wait_*; completions
  * kick the progress thread, which pumps the waiting targets again.
  */
@@ -29,12 +33,14 @@
 /* Slots of the ring: operations in flight that hold one, over all peers. */
 #define PACK_SLOTS 4096
 
-/* The mode of this rank's pair with a peer of the other role. */
-static plan_mode_t pack_peer_mode(const kvx_ctx_t *ctx, const peer_t *peer)
+/* The mode of this rank's pair with a peer of the other role, and the
+ * bytes of its largest operation. */
+static plan_mode_t pack_peer_mode(const kvx_ctx_t *ctx, const peer_t *peer, size_t *op_p)
 {
     plan_pair_t pair;
     plan_geom_t g;
 
+    *op_p = 0;
     if (peer->role == ctx->role) {
         return PLAN_DIRECT;
     }
@@ -45,13 +51,14 @@ static plan_mode_t pack_peer_mode(const kvx_ctx_t *ctx, const peer_t *peer)
         plan_pair(peer->kvl, peer->tp_rank, &ctx->my, ctx->tp_rank, &pair);
         plan_geom_init(&g, peer->kvl, peer->num_pages, &ctx->my, ctx->num_pages, &pair);
     }
-    return pair.writes ? plan_mode(&g) : PLAN_DIRECT;
+    *op_p = (size_t)plan_op_pages(&g) * g.pair_page_bytes;
+    return pair.writes ? cstage_mode(ctx, plan_mode(&g)) : PLAN_DIRECT;
 }
 
 kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
     int need_slots = 0, need_area = 0;
-    size_t bytes = ctx->cfg.staging_bytes;
+    size_t bytes = ctx->cfg.staging_bytes, op, max_op = PLAN_MAX_OP;
     kvx_status_t status = kucx_set_am_data_handler(&ctx->ucx, MSG_DATA_ID, unpack_am_cb, ctx);
 
     if (status != KVX_OK) {
@@ -59,22 +66,27 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
         return status;
     }
     for (int i = 0; i < ctx->npeers; i++) {
-        plan_mode_t mode = pack_peer_mode(ctx, &ctx->peers[i]);
+        plan_mode_t mode = pack_peer_mode(ctx, &ctx->peers[i], &op);
+        int area = mode == PLAN_STAGED ||
+                   mode == (ctx->role == KVX_ROLE_PREFILL ? PLAN_PACK : PLAN_UNPACK);
 
-        need_slots |= ctx->role == KVX_ROLE_PREFILL ? mode != PLAN_DIRECT : mode == PLAN_UNPACK;
-        need_area |= mode == (ctx->role == KVX_ROLE_PREFILL ? PLAN_PACK : PLAN_UNPACK);
+        need_slots |= ctx->role == KVX_ROLE_PREFILL ? mode != PLAN_DIRECT : area;
+        need_area |= area;
+        max_op = area && op > max_op ? op : max_op;
     }
     if (!need_slots) {
         return KVX_OK;
     }
-    if (need_area && bytes < 2 * PLAN_MAX_OP) {
+    if (need_area && bytes < 2 * max_op) {
         failure_set(why, KVX_ERR_CONFIG, KVX_STAGE_INIT, NULL,
-                    "KVX_STAGING_BYTES=%zu is too small: this rank's TP ratio needs at least %zu",
-                    bytes, 2 * PLAN_MAX_OP);
+                    "KVX_STAGING_BYTES=%zu is too small: this rank's %s needs at least %zu", bytes,
+                    ctx->cstage.on ? "memory path" : "TP ratio", 2 * max_op);
         return KVX_ERR_CONFIG;
     }
-    status = staging_init(&ctx->staging, &ctx->ucx, need_area ? bytes : 0, PACK_SLOTS, why);
-    if (status == KVX_OK) {
+    status = ctx->cstage.on
+                 ? cstage_area_init(ctx, need_area ? bytes : 0, PACK_SLOTS, why)
+                 : staging_init(&ctx->staging, &ctx->ucx, need_area ? bytes : 0, PACK_SLOTS, why);
+    if (status == KVX_OK && !ctx->cstage.on) { /* cstage_area_init() said it */
         kvx_info("staging: %zu bytes registered, %u slots, for %s", need_area ? bytes : 0,
                  PACK_SLOTS,
                  ctx->role == KVX_ROLE_PREFILL ? "packed puts and data messages"
@@ -85,7 +97,11 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
 
 void pack_cleanup(kvx_ctx_t *ctx)
 {
-    staging_cleanup(&ctx->staging, &ctx->ucx);
+    if (ctx->cstage.on) {
+        cstage_area_cleanup(ctx);
+    } else {
+        staging_cleanup(&ctx->staging, &ctx->ucx);
+    }
     ctx->pack_wait_head = ctx->pack_wait_tail = NULL;
 }
 
@@ -96,7 +112,7 @@ int pack_quiet(const target_t *t)
 
 /* Queues t until a slot is released or its data messages complete; the
  * queue holds a reference to the room. */
-static void pack_wait(kvx_ctx_t *ctx, target_t *t)
+void pack_wait(kvx_ctx_t *ctx, target_t *t)
 {
     if (t->pack_waiting) {
         return;
@@ -131,14 +147,14 @@ unsigned pack_progress(kvx_ctx_t *ctx)
             n++;
         }
     }
-    return n + unpack_progress(ctx);
+    return n + unpack_progress(ctx) + cstage_progress(ctx);
 }
 
 /* The next sub-run to post: at most plan_op_pages() pages of the current
  * run, for the current (layer, component); *pos_p is the position of its
  * first page in the room's page list. Moves over finished runs, components,
  * layers and batches, but not into the sub-run (pack_advance() does). */
-static int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
+int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
 {
     const plan_run_t *run;
     uint32_t left;
@@ -173,7 +189,7 @@ static int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p
     return 1;
 }
 
-static void pack_advance(target_t *t, uint32_t pages)
+void pack_advance(target_t *t, uint32_t pages)
 {
     t->pack_page += pages;
     if (t->pack_page == t->runs[t->run].count) {
@@ -313,5 +329,12 @@ int pack_post(kvx_ctx_t *ctx, target_t *t)
         }
         return 0;
     }
-    return t->mode == PLAN_PACK ? pack_put(ctx, t, &sub) : pack_send(ctx, t, &sub, pos);
+    switch (t->mode) {
+    case PLAN_PACK:
+        return pack_put(ctx, t, &sub);
+    case PLAN_STAGED:
+        return cstage_post(ctx, t, &sub, pos);
+    default:
+        return pack_send(ctx, t, &sub, pos);
+    }
 }

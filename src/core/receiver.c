@@ -155,6 +155,9 @@ static void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
 
 void receiver_on_fail(kvx_ctx_t *ctx, room_t *room)
 {
+    if (ctx->cstage.on) {
+        cstage_room_failed(ctx, room); /* no copy into its pages stays in flight */
+    }
     room->pages_state = KVX_PAGES_DRAINING;
     receiver_update_pages(ctx, room);
 }
