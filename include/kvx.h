@@ -252,6 +252,10 @@ typedef enum kvx_page_layout {
  * GPU or driver; without them, creating a context with a CUDA pool fails
  * with KVX_ERR_CUDA ("CUDA unavailable: " and CUDA's error) on every rank.
  *
+ * Threads: kvx_ctx_create() and kvx_ctx_destroy() leave cuda_device the
+ * calling thread's current device (cudaSetDevice); kvx makes every copy on
+ * its own progress thread, and no CUDA call in other application threads.
+ *
  * Ordering with the application's streams: kvx reads a prefill's pages on a
  * stream of its own (or UCX does, by RDMA), which nothing orders after the
  * application's kernels. The work that writes the pages of a chunk must

@@ -184,6 +184,7 @@ static void copyfail(kvx_role_t failing)
     kvx_failure_t why;
     kvx_ctx_t *ctx;
     kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    kvx_status_t cst;
     uint32_t pages[4] = { 1, 2, 3, 5 };
     uint64_t aux = 7;
     char line[512] = "";
@@ -220,10 +221,13 @@ static void copyfail(kvx_role_t failing)
         TL_CHECK(why.origin_role == failing, "origin: %s", line);
         printf("rank %d: %s\n", tl_rank, line);
     }
+    /* The pages are released once the copies into them stopped (a sticky
+     * error stops them all): within the drain, never quarantined. */
     start = tl_now();
-    while (kvx_room_close(ctx, 1) == KVX_ERR_BUSY && tl_now() - start < 30) {
+    while ((cst = kvx_room_close(ctx, 1)) == KVX_ERR_BUSY && tl_now() - start < 30) {
         usleep(1000);
     }
+    TL_CHECK(cst == KVX_OK, "close: %s after %.1f s", kvx_status_name(cst), tl_now() - start);
     kvx_ctx_destroy(ctx);
 }
 

@@ -126,7 +126,7 @@ Test(copier, cuda_pointer_checks_say_what_the_memory_is)
               why.text);
     cr_assert_eq(mem_cuda_check(d0, 8192, 0, "slab", &why), KVX_ERR_INVALID_PARAM);
     cr_expect(strstr(why.text, "slab: its last byte") != NULL, "%s", why.text);
-    cr_assert_eq(mem_cuda_pin(host, sizeof(host), &why), KVX_OK);
+    cr_assert_eq(mem_cuda_pin(host, sizeof(host), 0, &why), KVX_OK);
     cr_assert_eq(mem_cuda_check(host, sizeof(host), 0, "x", &why), KVX_ERR_INVALID_PARAM);
     cr_expect(strstr(why.text, "page-locked host memory") != NULL, "%s", why.text);
     mem_cuda_unpin(host);

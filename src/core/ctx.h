@@ -334,6 +334,8 @@ void receiver_on_fail(kvx_ctx_t *ctx, room_t *room);
 void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
 /* Counts a writer complete once it said DONE and its data is unpacked. */
 void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s);
+/* A failed room's pages are released once nothing can write into them. */
+void receiver_update_pages(kvx_ctx_t *ctx, room_t *room);
 
 /* ---- pack.c: the sender side of packed puts and data messages ---- */
 /* Sets up staging when this rank's pairs need it (end of bootstrap). */
@@ -365,8 +367,9 @@ plan_mode_t cstage_mode(const kvx_ctx_t *ctx, plan_mode_t mode);
  * the GPU's NUMA node; registered with UCX. */
 kvx_status_t cstage_area_init(kvx_ctx_t *ctx, size_t size, unsigned cap, kvx_failure_t *why);
 void cstage_area_cleanup(kvx_ctx_t *ctx);
-/* Sender: gathers t's next sub-run (at pos in the room) into a slot; its
- * data message goes once the copies completed. Returns as pack_post(). */
+/* Sender: t's next sub-run (at pos in the room) takes a slot; the progress
+ * thread gathers it there and sends its data message once the copies
+ * completed. Returns as pack_post(). */
 int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos);
 /* Receiver: copies a landed data message from its slot into the pool; the
  * slot is released, and the bytes count for the writer, once the copies
@@ -379,9 +382,8 @@ void cstage_scatter_now(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_dat
 /* Fences new copies, and finishes the slots whose copies completed:
  * sends gathered data, counts scattered data. Returns work still pending. */
 unsigned cstage_progress(kvx_ctx_t *ctx);
-/* A decode room failed: waits until no copy into its pages is in flight,
- * so that they may be released. */
-void cstage_room_failed(kvx_ctx_t *ctx, room_t *room);
+/* A copy into the decode room's pages is still in flight. */
+int cstage_room_busy(const kvx_ctx_t *ctx, const room_t *room);
 
 /* ---- unpack.c: the receiver side of data messages ---- */
 ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, void *data,

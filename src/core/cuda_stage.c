@@ -21,11 +21,17 @@
  *            SUCCESS only when every writer's bytes counted and its DONE
  *            arrived: SUCCESS waits for the device copies.
  *
+ * The progress thread queues and polls every copy (a prefill's gathers are
+ * queued there, not in the application thread that handed the chunk
+ * over), and keeps the pool's device current: kvx makes no CUDA call in an
+ * application thread but while creating and destroying a context.
+ *
  * Both sides put the run's bytes in one order (plan_iter_init_sides()), so
  * each copies the pieces contiguous on its own side. A slot is released
- * when its data message completed (prefill) or its copies did (decode). A
- * decode room that fails waits, before its pages may be released, until
- * no copy into them is in flight; data for a failed room is dropped.
+ * when its data message completed (prefill) or its copies did (decode).
+ * The pages of a decode room that failed stay DRAINING while a copy into
+ * them is in flight (receiver_update_pages() asks cstage_room_busy());
+ * data for a failed room is dropped.
  */
 #include "config.h"
 
@@ -246,7 +252,7 @@ kvx_status_t cstage_area_init(kvx_ctx_t *ctx, size_t size, unsigned cap, kvx_fai
     }
     c->area_len = size;
     if (size > 0 && ctx->pool.type == KVX_MEM_CUDA) {
-        status = mem_cuda_pin(base, size, why);
+        status = mem_cuda_pin(base, size, ctx->pool.dev, why);
         if (status != KVX_OK) {
             goto err_free;
         }
@@ -335,24 +341,34 @@ static cstage_op_t *cstage_queue(kvx_ctx_t *ctx, staging_slot_t *slot, cstage_ki
     cstage_t *c = &ctx->cstage;
     unsigned i = cstage_index(ctx, slot);
 
-    c->ops[i] = (cstage_op_t){ kind, 0, NULL };
+    memset(&c->ops[i], 0, sizeof(c->ops[i]));
+    c->ops[i].kind = kind;
+    c->ops[i].copied = kind != CSTAGE_GATHER;
     c->queue[(c->qfirst + c->qcount) % ctx->staging.cap] = i;
     c->qcount++;
     c->qunfenced++;
     return &c->ops[i];
 }
 
-/* Closes the batch of the slots queued since the last fence. */
+static void cstage_copy_gathers(kvx_ctx_t *ctx);
+
+/* Closes the batch of the slots queued since the last fence, once their
+ * copies are queued. */
 static kvx_status_t cstage_fence(kvx_ctx_t *ctx, uint64_t *ticket_p, kvx_failure_t *why)
 {
     cstage_t *c = &ctx->cstage;
-    kvx_status_t status = mem_copier_fence(c->copier, ticket_p, why);
+    kvx_status_t status;
 
+    cstage_copy_gathers(ctx);
+    status = mem_copier_fence(c->copier, ticket_p, why);
     if (status != KVX_OK) {
         return status;
     }
     for (unsigned k = c->qcount - c->qunfenced; k < c->qcount; k++) {
-        c->ops[c->queue[(c->qfirst + k) % ctx->staging.cap]].ticket = *ticket_p;
+        cstage_op_t *op = &c->ops[c->queue[(c->qfirst + k) % ctx->staging.cap]];
+
+        op->ticket = *ticket_p; /* 0 when nothing was ever copied: done at once */
+        op->fenced = 1;
     }
     c->qunfenced = 0;
     return KVX_OK;
@@ -387,6 +403,9 @@ static void cstage_fail_all(kvx_ctx_t *ctx, const kvx_failure_t *why)
         }
         if (room != NULL) {
             cstage_fail_room(ctx, room, &f);
+            if (room->side == KVX_ROLE_DECODE) {
+                receiver_update_pages(ctx, room); /* failed before: no copy holds it now */
+            }
         }
     }
 }
@@ -415,18 +434,19 @@ static void cstage_sent_cb(void *request, ucs_status_t status, void *user)
     sender_put_cb(request, status, t);
 }
 
-/* Queues copies of the sub-run's pieces (contiguous in the pool) into the
+/* Queues copies of a sub-run's pieces (contiguous in the pool) into its
  * slot, in the order both sides agree on. */
-static kvx_status_t cstage_gather(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub,
-                                  staging_slot_t *slot, kvx_failure_t *why)
+static kvx_status_t cstage_gather(kvx_ctx_t *ctx, const cstage_op_t *op, staging_slot_t *slot,
+                                  kvx_failure_t *why)
 {
-    const char *pool = ctx->pool.buf[t->layer * ctx->my.comps + t->comp];
+    const target_t *t = op->t;
+    const char *pool = ctx->pool.buf[op->buf];
     char *dst = staging_at(&ctx->staging, slot);
     plan_iter_t it;
     size_t so, doff, n, off = 0;
     kvx_status_t status = KVX_OK;
 
-    plan_iter_init_sides(&it, &t->geom, sub, PLAN_SRC);
+    plan_iter_init_sides(&it, &t->geom, &op->sub, PLAN_SRC);
     while (status == KVX_OK && plan_iter_next(&it, &so, &doff, &n)) {
         if (n > slot->len - off) {
             break;
@@ -443,13 +463,36 @@ static kvx_status_t cstage_gather(kvx_ctx_t *ctx, target_t *t, const plan_run_t 
     return status;
 }
 
+/* Queues the copies of the gathers posted since the last fence (the
+ * progress thread: application threads make no CUDA call). A gather of a
+ * room that failed meanwhile copies nothing; its slot completes empty. */
+static void cstage_copy_gathers(kvx_ctx_t *ctx)
+{
+    cstage_t *c = &ctx->cstage;
+    kvx_failure_t f;
+
+    for (unsigned k = c->qcount - c->qunfenced; k < c->qcount; k++) {
+        unsigned i = c->queue[(c->qfirst + k) % ctx->staging.cap];
+        cstage_op_t *op = &c->ops[i];
+
+        if (op->copied) {
+            continue;
+        }
+        op->copied = 1;
+        if (!room_terminal(op->t->room) &&
+            cstage_gather(ctx, op, &ctx->staging.slots[i], &f) != KVX_OK) {
+            cstage_fail_room(ctx, op->t->room, &f);
+        }
+    }
+}
+
 int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
 {
     size_t len = (size_t)sub->count * t->geom.pair_page_bytes;
     msg_data_t d = { t->layer, t->comp, (uint32_t)pos, sub->count };
     staging_slot_t *slot = staging_get(&ctx->staging, len);
+    cstage_op_t *op;
     kvx_failure_t f;
-    kvx_status_t status;
 
     if (ctx->cstage.broken) {
         f = ctx->cstage.broken_why;
@@ -465,16 +508,14 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
     }
     slot->owner = t;
     msg_put_data(slot->hdr, ctx->rank, t->room->id, t->nonce, &d);
-    status = cstage_gather(ctx, t, sub, slot, &f);
-    /* Queued even when a copy failed: earlier ones may still write into it. */
-    cstage_queue(ctx, slot, CSTAGE_GATHER)->t = t;
+    /* The progress thread queues its copies (cstage_copy_gathers()). */
+    op = cstage_queue(ctx, slot, CSTAGE_GATHER);
+    op->t = t;
+    op->sub = *sub;
+    op->buf = t->layer * ctx->my.comps + t->comp;
     t->room->refs++;
     t->pack_inflight++;
     pack_advance(t, sub->count);
-    if (status != KVX_OK) {
-        cstage_fail_room(ctx, t->room, &f);
-        return -1;
-    }
     return 1;
 }
 
@@ -601,35 +642,42 @@ static void cstage_scattered(kvx_ctx_t *ctx, staging_slot_t *slot)
 {
     room_t *room;
     source_t *s;
+    msg_hdr_t h;
     msg_t m;
 
+    memcpy(&h, slot->hdr, sizeof(h));
     if ((s = unpack_slot_source(ctx, slot, &m, &room)) != NULL) {
         unpack_count(ctx, room, s, slot->len);
     }
     ctx->cstage.ops[cstage_index(ctx, slot)].kind = CSTAGE_FREE;
     staging_release(&ctx->staging, slot);
     ctx->pack_kick = 1;
+    /* A failed room's pages may be released once no copy into them is left. */
+    room = room_find(ctx, h.room);
+    if (room != NULL && room->side == KVX_ROLE_DECODE && room->nonce == h.nonce &&
+        room->state == KVX_ROOM_FAILED) {
+        receiver_update_pages(ctx, room);
+    }
 }
 
-void cstage_room_failed(kvx_ctx_t *ctx, room_t *room)
+int cstage_room_busy(const kvx_ctx_t *ctx, const room_t *room)
 {
-    cstage_t *c = &ctx->cstage;
-    uint64_t ticket;
-    kvx_failure_t f;
-    int busy = 0;
+    const cstage_t *c = &ctx->cstage;
 
-    for (unsigned k = 0; k < c->qcount && !busy && !c->broken; k++) {
+    /* A failed engine copies nothing more (CUDA's errors are sticky). */
+    if (c->broken) {
+        return 0;
+    }
+    for (unsigned k = 0; k < c->qcount; k++) {
         unsigned i = c->queue[(c->qfirst + k) % ctx->staging.cap];
         msg_hdr_t h;
 
         memcpy(&h, ctx->staging.slots[i].hdr, sizeof(h));
-        busy = c->ops[i].kind == CSTAGE_SCATTER && h.room == room->id && h.nonce == room->nonce;
+        if (c->ops[i].kind == CSTAGE_SCATTER && h.room == room->id && h.nonce == room->nonce) {
+            return 1;
+        }
     }
-    /* Bounded by the staging area: at most KVX_STAGING_BYTES of copies. */
-    if (busy && (cstage_fence(ctx, &ticket, &f) != KVX_OK ||
-                 mem_copier_wait(c->copier, ticket, &f) != KVX_OK)) {
-        kvx_rerror(room->id, "copies into the room's pages did not finish: %s", f.text);
-    }
+    return 0;
 }
 
 /* ---- progress ------------------------------------------------------------- */
@@ -654,7 +702,7 @@ unsigned cstage_progress(kvx_ctx_t *ctx)
         staging_slot_t *slot = &ctx->staging.slots[i];
         cstage_kind_t kind = c->ops[i].kind;
 
-        if (c->ops[i].ticket == 0 || c->ops[i].ticket > done) {
+        if (!c->ops[i].fenced || c->ops[i].ticket > done) {
             break;
         }
         c->qfirst = (c->qfirst + 1) % ctx->staging.cap;

@@ -9,6 +9,7 @@
 #include <kvx.h>
 
 #include "mem/mem.h"
+#include "plan.h"
 
 #include <stdint.h>
 
@@ -23,8 +24,12 @@ typedef enum cstage_kind {
 /* One staging slot's copy work. */
 typedef struct cstage_op {
     cstage_kind_t kind;
-    uint64_t ticket;  /* its copy batch; 0 until fenced */
+    uint64_t ticket;  /* its copy batch, once fenced */
+    int fenced;       /* ticket is set */
     struct target *t; /* GATHER, SEND: the target it is for */
+    plan_run_t sub;   /* GATHER: the pages, of buffer buf */
+    unsigned buf;
+    int copied; /* its copies are queued on the engine */
 } cstage_op_t;
 
 typedef struct cstage {

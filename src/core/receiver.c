@@ -136,10 +136,11 @@ static void receiver_all_done(kvx_ctx_t *ctx, room_t *room)
 }
 
 /* Pages are safe once every writer that did not complete confirmed it has
- * nothing in flight. */
-static void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
+ * nothing in flight, and no copy of kvx's own into them is (staged path). */
+void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
 {
-    if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING) {
+    if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING ||
+        (ctx->cstage.on && cstage_room_busy(ctx, room))) {
         return;
     }
     for (unsigned i = 0; i < room->nsources && room->granted; i++) {
@@ -155,9 +156,6 @@ static void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
 
 void receiver_on_fail(kvx_ctx_t *ctx, room_t *room)
 {
-    if (ctx->cstage.on) {
-        cstage_room_failed(ctx, room); /* no copy into its pages stays in flight */
-    }
     room->pages_state = KVX_PAGES_DRAINING;
     receiver_update_pages(ctx, room);
 }

@@ -116,12 +116,10 @@ static const copier_ops_t host_ops = { host_copy, host_fence, host_poll, host_de
 static kvx_status_t cuda_copy(mem_copier_t *c, void *dst, const void *src, size_t len,
                               kvx_failure_t *why)
 {
-    int old;
-    kvx_status_t status = mem_cuda_enter(c->dev, &old, why);
+    kvx_status_t status = mem_cuda_use(c->dev, why);
 
     if (status == KVX_OK) {
         status = KVX_CUDA_CALL(why, cudaMemcpyAsync, dst, src, len, cudaMemcpyDefault, c->stream);
-        mem_cuda_leave(c->dev, old);
     }
     return status;
 }
@@ -160,11 +158,10 @@ static kvx_status_t cuda_mark_room(mem_copier_t *c, kvx_failure_t *why)
 static kvx_status_t cuda_fence(mem_copier_t *c, kvx_failure_t *why)
 {
     cudaEvent_t ev = NULL;
-    int old;
     kvx_status_t status = cuda_mark_room(c, why);
 
     if (status == KVX_OK) {
-        status = mem_cuda_enter(c->dev, &old, why);
+        status = mem_cuda_use(c->dev, why);
     }
     if (status != KVX_OK) {
         return status;
@@ -182,7 +179,6 @@ static kvx_status_t cuda_fence(mem_copier_t *c, kvx_failure_t *why)
             c->spare[c->nspare++] = ev;
         }
     }
-    mem_cuda_leave(c->dev, old);
     return status;
 }
 
@@ -210,8 +206,8 @@ static int cuda_retire(mem_copier_t *c, int wait, kvx_failure_t *why)
 
 static kvx_status_t cuda_poll(mem_copier_t *c, uint64_t ticket, int wait, kvx_failure_t *why)
 {
-    int old, r = 1;
-    kvx_status_t status = mem_cuda_enter(c->dev, &old, why);
+    int r = 1;
+    kvx_status_t status = mem_cuda_use(c->dev, why);
 
     if (status != KVX_OK) {
         return status;
@@ -219,15 +215,13 @@ static kvx_status_t cuda_poll(mem_copier_t *c, uint64_t ticket, int wait, kvx_fa
     while (c->nmarks > 0 && r > 0) {
         r = cuda_retire(c, wait && c->done < ticket, why);
     }
-    mem_cuda_leave(c->dev, old);
     return r < 0 ? KVX_ERR_CUDA : KVX_OK;
 }
 
 static void cuda_destroy(mem_copier_t *c)
 {
-    int old;
 
-    if (c->stream != NULL && mem_cuda_enter(c->dev, &old, NULL) == KVX_OK) {
+    if (c->stream != NULL && mem_cuda_use(c->dev, NULL) == KVX_OK) {
         KVX_CUDA_CALL(NULL, cudaStreamSynchronize, c->stream);
         for (size_t i = 0; i < c->nmarks; i++) {
             KVX_CUDA_CALL(NULL, cudaEventDestroy, c->marks[c->first + i].event);
@@ -236,7 +230,6 @@ static void cuda_destroy(mem_copier_t *c)
             KVX_CUDA_CALL(NULL, cudaEventDestroy, c->spare[i]);
         }
         KVX_CUDA_CALL(NULL, cudaStreamDestroy, c->stream);
-        mem_cuda_leave(c->dev, old);
     }
     free(c->marks);
     free(c->spare);
@@ -246,14 +239,12 @@ static const copier_ops_t cuda_ops = { cuda_copy, cuda_fence, cuda_poll, cuda_de
 
 static kvx_status_t cuda_create(mem_copier_t *c, int dev, kvx_failure_t *why)
 {
-    int old;
-    kvx_status_t status = mem_cuda_enter(dev, &old, why);
+    kvx_status_t status = mem_cuda_use(dev, why);
 
     if (status != KVX_OK) {
         return status;
     }
     status = KVX_CUDA_CALL(why, cudaStreamCreateWithFlags, &c->stream, cudaStreamNonBlocking);
-    mem_cuda_leave(dev, old);
     return status;
 }
 

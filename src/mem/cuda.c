@@ -48,21 +48,15 @@ kvx_status_t mem_cuda_fail(kvx_failure_t *why, cudaError_t rc, const char *call)
     return status;
 }
 
-kvx_status_t mem_cuda_enter(int dev, int *old_p, kvx_failure_t *why)
+kvx_status_t mem_cuda_use(int dev, kvx_failure_t *why)
 {
-    kvx_status_t status = KVX_CUDA_CALL(why, cudaGetDevice, old_p);
+    int current = -1;
+    kvx_status_t status = KVX_CUDA_CALL(why, cudaGetDevice, &current);
 
-    if (status == KVX_OK && *old_p != dev) {
+    if (status == KVX_OK && current != dev) {
         status = KVX_CUDA_CALL(why, cudaSetDevice, dev);
     }
     return status;
-}
-
-void mem_cuda_leave(int dev, int old)
-{
-    if (old != dev) {
-        KVX_CUDA_CALL(NULL, cudaSetDevice, old);
-    }
 }
 
 /* Sets the kept outcome to "CUDA unavailable: ..." (lock held). */
@@ -206,17 +200,17 @@ kvx_status_t mem_cuda_device(int dev, char *busid, size_t len, kvx_failure_t *wh
                     "cuda_device %d: this node has CUDA devices 0 to %d", dev, cuda_devices - 1);
         return KVX_ERR_INVALID_PARAM;
     }
-    return KVX_CUDA_CALL(why, cudaDeviceGetPCIBusId, busid, (int)len, dev);
+    status = KVX_CUDA_CALL(why, cudaDeviceGetPCIBusId, busid, (int)len, dev);
+    return status == KVX_OK ? mem_cuda_use(dev, why) : status;
 }
 
 kvx_status_t mem_cuda_alloc(int dev, size_t len, void **ptr_p, kvx_failure_t *why)
 {
     void *ptr = NULL;
-    int old;
     kvx_status_t status = mem_cuda_open(NULL, why);
 
     if (status == KVX_OK) {
-        status = mem_cuda_enter(dev, &old, why);
+        status = mem_cuda_use(dev, why);
     }
     if (status != KVX_OK) {
         return status;
@@ -228,7 +222,6 @@ kvx_status_t mem_cuda_alloc(int dev, size_t len, void **ptr_p, kvx_failure_t *wh
             KVX_CUDA_CALL(NULL, cudaFree, ptr);
         }
     }
-    mem_cuda_leave(dev, old);
     if (status != KVX_OK) {
         if (why != NULL) {
             snprintf(why->text, sizeof(why->text), "cannot allocate %zu bytes on CUDA device %d",
@@ -242,11 +235,9 @@ kvx_status_t mem_cuda_alloc(int dev, size_t len, void **ptr_p, kvx_failure_t *wh
 
 void mem_cuda_free(int dev, void *ptr)
 {
-    int old;
 
-    if (ptr != NULL && mem_cuda_enter(dev, &old, NULL) == KVX_OK) {
+    if (ptr != NULL && mem_cuda_use(dev, NULL) == KVX_OK) {
         KVX_CUDA_CALL(NULL, cudaFree, ptr);
-        mem_cuda_leave(dev, old);
     }
 }
 
@@ -295,10 +286,13 @@ kvx_status_t mem_cuda_check(const void *ptr, size_t len, int dev, const char *wh
     return status;
 }
 
-kvx_status_t mem_cuda_pin(void *ptr, size_t len, kvx_failure_t *why)
+kvx_status_t mem_cuda_pin(void *ptr, size_t len, int dev, kvx_failure_t *why)
 {
     kvx_status_t status = mem_cuda_open(NULL, why);
 
+    if (status == KVX_OK) {
+        status = mem_cuda_use(dev, why);
+    }
     if (status == KVX_OK) {
         status = KVX_CUDA_CALL(why, cudaHostRegister, ptr, len, cudaHostRegisterPortable);
     }
@@ -351,7 +345,7 @@ kvx_status_t mem_cuda_check(const void *ptr, size_t len, int dev, const char *wh
     return cuda_not_built(why);
 }
 
-kvx_status_t mem_cuda_pin(void *ptr, size_t len, kvx_failure_t *why)
+kvx_status_t mem_cuda_pin(void *ptr, size_t len, int dev, kvx_failure_t *why)
 {
     return cuda_not_built(why);
 }

@@ -80,11 +80,12 @@ void mem_cuda_error_text(cudaError_t rc, char *buf, size_t len);
         kcu_st_;                                                               \
     })
 
-/* Makes dev the calling thread's current device; *old_p gets the one to
- * give back to mem_cuda_leave(), so that kvx never changes the device an
- * application thread works on. */
-kvx_status_t mem_cuda_enter(int dev, int *old_p, kvx_failure_t *why);
-void mem_cuda_leave(int dev, int old);
+/* Makes dev the calling thread's current device. Restoring the previous
+ * one could create a context on a device the process never used (a thread
+ * that never chose a device reads device 0), so kvx does not: the threads
+ * that call this are kvx's progress thread, which makes every copy, and
+ * the thread that creates or destroys a context with a CUDA pool. */
+kvx_status_t mem_cuda_use(int dev, kvx_failure_t *why);
 
 #endif /* KVX_HAVE_CUDA */
 

@@ -31,7 +31,9 @@ kvx_status_t mem_cuda_open(const char *library, kvx_failure_t *why);
 void mem_cuda_version(const char *library, char *buf, size_t len);
 
 /* Checks that dev is a device of this node and gives its PCI bus id
- * ("0000:53:00.0", as cudaDeviceGetPCIBusId writes it). */
+ * ("0000:53:00.0", as cudaDeviceGetPCIBusId writes it). Makes dev the
+ * calling thread's current device, so that nothing kvx does creates a
+ * context on another. */
 kvx_status_t mem_cuda_device(int dev, char *busid, size_t len, kvx_failure_t *why);
 
 /* Device memory on dev, zeroed. */
@@ -44,8 +46,9 @@ void mem_cuda_free(int dev, void *ptr);
 kvx_status_t mem_cuda_check(const void *ptr, size_t len, int dev, const char *what,
                             kvx_failure_t *why);
 
-/* Page-locks host memory so that the GPU's copy engines reach it. */
-kvx_status_t mem_cuda_pin(void *ptr, size_t len, kvx_failure_t *why);
+/* Page-locks host memory so that dev's copy engines (and every device's)
+ * reach it. */
+kvx_status_t mem_cuda_pin(void *ptr, size_t len, int dev, kvx_failure_t *why);
 void mem_cuda_unpin(void *ptr);
 
 /* ---- host memory (host.c) --------------------------------------------- */
