@@ -230,6 +230,16 @@ typedef enum kvx_attn { KVX_ATTN_MHA = 0, KVX_ATTN_MLA } kvx_attn_t;
  * of these as puts (and the aux row, when the room has one, as one more).
  * HEAD_MAJOR is the layout that moves every TP ratio without any copy in a
  * number of puts that does not depend on the room's pages.
+ *
+ * The table is for endpoints with native RMA (shared memory, CMA, RDMA).
+ * Where UCX has none (TCP), it would emulate each put with active messages,
+ * and UCX 1.13 aborts a process that is the target of such puts when their
+ * initiator dies. A decode rank there asks its writers for data messages
+ * instead (KVX_WRITES=auto; put and message force either): one per run of
+ * at most 4 MiB per (layer, component), from the pool when the run is
+ * contiguous in it and gathered into staging when not, and the aux row as
+ * one more. Data of a room that failed is dropped on arrival, so the
+ * decode's pages are free at once when such a writer is lost.
  */
 typedef enum kvx_page_layout {
     KVX_PAGE_HND = 0,

@@ -1,7 +1,8 @@
 #!/bin/sh
 # quickstart.sh demo|check - from a fresh Debian 12 machine to a running kvx.
 #
-#   launch/quickstart.sh demo    install what is missing, build, run the demo
+#   launch/quickstart.sh demo    install what is missing, build, run kvx-demo on
+#                                4 ranks (prefill:1x2,decode:1x2, host memory)
 #   launch/quickstart.sh check   install what is missing, build, run every test,
 #                                then again under the sanitizers (tests/sanitize.sh)
 #
@@ -26,11 +27,12 @@ build=$top/build
 # mpi_tests/slurm/one-node-cluster.sh start a private one-node cluster;
 # iproute2, util-linux, mount and nftables serve the multi-host tests on
 # network namespaces (mpi_tests/netns/); clang and its fuzzer runtime build
-# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests.
+# the fuzzer of tests/fuzz/; valgrind runs the memcheck tests; jq reads
+# kvx-demo's JSON summary in its tests.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
 slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
-clang libclang-rt-14-dev valgrind"
+clang libclang-rt-14-dev valgrind jq"
 
 missing=
 for p in $packages; do
@@ -66,17 +68,27 @@ make -j"$(nproc)"
 
 case $mode in
 demo)
-    # Until kvx-demo exists: a 4-rank smoke run of the harness.
-    export KVXT_OUT=$(mktemp -d)
-    trap 'rm -rf "$KVXT_OUT"' EXIT
-    make -s mpi_tests/t_harness
-    sh mpi_tests/run-mpi.sh "$top/mpi_tests/cases/harness_config.mpi"
+    # kvx-demo on 4 ranks through kvx-run: a prefill instance of TP 2 sends
+    # the KV of 200 requests to a decode instance of TP 2, in host memory;
+    # rank 0 shows the progress, then the summary (kvx-demo --help: more).
+    exec "$top/launch/kvx-run" --layout prefill:1x2,decode:1x2 -- "$build/examples/kvx-demo"
     ;;
 check)
     # As root the Slurm packages are installed above, so the Slurm test must
     # run rather than skip.
     [ "$(id -u)" != 0 ] || export KVXT_REQUIRE_SLURM=1
-    make -j"$(nproc)" check
+    if ! make -j"$(nproc)" check; then
+        # CI shows only the end of the output: name each failed test and
+        # the lines of its log that say why.
+        echo "quickstart: failed tests, and the telling lines of their logs:"
+        find . -name '*.trs' -exec grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' {} + |
+            while read -r trs; do
+                echo "==== ${trs%.trs}.log"
+                grep -E -i 'check failed|FAIL|error|abort|timed out|timeout|disagree|mismatch' \
+                    "${trs%.trs}.log" | grep -v 'injected failure' | tail -n 20
+            done
+        exit 1
+    fi
     # Then the ASan+UBSan and TSan builds (build-asan/, build-tsan/) and
     # their tests; KVX_QUICKSTART_SANITIZE=no leaves them out.
     if [ "${KVX_QUICKSTART_SANITIZE:-yes}" != no ]; then

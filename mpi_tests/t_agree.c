@@ -489,7 +489,7 @@ typedef struct outcome {
 
 static void scenario_soak(int nrooms)
 {
-    enum { WAVE = 64, MAXP = 8 };
+    enum { WAVE = 256, MAXP = 8 };
     job_t j;
     tl_alloc_t alloc;
     uint64_t ids[WAVE];

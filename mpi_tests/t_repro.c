@@ -1,28 +1,66 @@
 /*
- * t_repro.c - reproducers of open findings in src/core (issue 9), one mode
- * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Not part of make
- * check while the findings are open: build it with make mpi_tests/t_repro
- * (in build-asan/ for the memory errors), run it by hand, and turn each mode
- * into a test case when its finding is fixed.
+ * t_repro.c - regression tests of findings in src/core (issue 9), one mode
+ * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Each mode is a make
+ * check case (mpi_tests/cases/repro_*.mpi) and runs under ASan and TSan too
+ * (tests/sanitize.sh), where the memory errors showed. Each says what once
+ * went wrong.
  *
- *   noaux     A context without an aux pool (aux_slots 0): bootstrap.c
- *             passes a NULL rkey buffer to memcpy (UBSan aborts creation).
- *   stall     The decode rank is stopped for 2 s, longer than
- *             KVX_PEER_TIMEOUT: both sides declare the other lost, and after
- *             it runs again a new room never ends (BOOTSTRAPPING until
- *             KVX_BOOTSTRAP_TIMEOUT); the mode reports the state after 20 s.
+ *   noaux     A context without an aux pool (aux_slots 0) is created and
+ *             destroyed; bootstrap.c once passed a NULL rkey buffer to
+ *             memcpy (UBSan aborted creation).
+ *   stall     The decode rank is stopped for 2 s between two rooms; the
+ *             room opened after it runs again must end (SUCCESS, or FAILED
+ *             with a reason): it once stayed BOOTSTRAPPING until
+ *             KVX_BOOTSTRAP_TIMEOUT. The mode reports the state after 20 s.
  *   inflight  kvx_ctx_destroy() on the prefill while puts to a stopped decode
  *             are in flight (needs UCX_TLS=tcp,self, KVX_SHUTDOWN_TIMEOUT=1s,
- *             KVX_PEER_TIMEOUT=500ms): UCX completes the puts from
+ *             KVX_PEER_TIMEOUT=500ms): UCX once completed the puts from
  *             ucp_worker_destroy() after the rooms were freed (ASan:
  *             heap-use-after-free in sender_put_cb).
+ *   reslot    One round of agreement concludes room 1 and gives its slot to
+ *             room 2, opened on the decode only since the last round (so it
+ *             is BOOTSTRAPPING): kvx_agree_test() reports room 2 KVX_OK with
+ *             room 1's agreed SUCCESS (agree_report() reads the round's
+ *             res[] at the room's new slot), though kvx_room_info() says it
+ *             is not agreed. kvx-demo's scheduler, which opens rooms while
+ *             others conclude, met it; it reads kvx_room_info() instead.
+ *   expire    A decode room that fails on its own deadline has its pages
+ *             QUARANTINED in the same tick: room_tick() samples now, then
+ *             room_expire() -> room_fail() sets room->entered to a later
+ *             kvx_now_ns(), and receiver_tick(ctx, room, now) computes
+ *             now - room->entered, which wraps (uint64_t) past
+ *             KVX_DRAIN_TIMEOUT. The prefill's DONE is dropped
+ *             (KVX_FAULT), so only the decode's transfer deadline fires;
+ *             expected: DRAINING, then RELEASED once the prefill confirms
+ *             (or QUARANTINED after KVX_DRAIN_TIMEOUT, 5 s).
  *
- * From build-asan/:
+ *   byeroom   The decode destroys its context while a room the prefill
+ *             opened is BOOTSTRAPPING (the decode never opened it): the
+ *             decode's goodbye (MSG_BYE) fails nothing, so the room waits
+ *             for KVX_BOOTSTRAP_TIMEOUT instead of failing with
+ *             KVX_ERR_SHUTDOWN. The mode gives it 2 s. (peer_on_bye()
+ *             now fails the rooms the peer had a part in.)
+ *   reuse     The prefill aborts a room and closes it at once; the decode
+ *             tells the prefill the failure back (room_fail notifies the
+ *             other side of every failure, also of one it was told), the
+ *             prefill keeps that FAIL for the closed id as an early message,
+ *             and the next room with the same id fails at open with the old
+ *             room's reason, on both sides. The mode expects SUCCESS.
+ *             (The prefill now drops messages of a closed room's decode
+ *             incarnation: sender_msg_stale().)
+ *
+ * By hand, from a build directory:
+ *   mpi_tests/run-mpi.sh ../mpi_tests/cases/repro_inflight.mpi
+ * or with mpirun, from build/ or build-asan/:
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro noaux
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro stall
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 UCX_TLS=tcp,self KVX_SHUTDOWN_TIMEOUT=1s \
  *       KVX_PEER_TIMEOUT=500ms mpirun -np 2 -x UCX_TLS mpi_tests/t_repro inflight
- * (as root add --allow-run-as-root; exit 0 and "expected" lines when fixed)
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 mpirun -np 2 mpi_tests/t_repro reslot
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 KVX_TRANSFER_TIMEOUT=1s \
+ *       KVX_FAULT=stage=completion,role=prefill,effect=drop \
+ *       mpirun -np 2 -x KVX_TRANSFER_TIMEOUT -x KVX_FAULT mpi_tests/t_repro expire
+ * (as root add --allow-run-as-root; each exits 0 when the finding stays fixed)
  */
 #include <kvx.h>
 
@@ -176,6 +214,163 @@ static int repro_inflight(void)
     return 0;
 }
 
+/* One round over ids[0..n), waited for. */
+static kvx_agreed_t agree_once(kvx_ctx_t *ctx, const uint64_t *ids, size_t n)
+{
+    kvx_agreed_t out[2] = { { KVX_ERR_INTERNAL, KVX_ROOM_FAILED },
+                            { KVX_ERR_INTERNAL, KVX_ROOM_FAILED } };
+    kvx_agree_t *a;
+
+    if (n <= 2 && kvx_agree_start(ctx, ids, n, &a) == KVX_OK) {
+        kvx_agree_wait(a, out);
+        kvx_agree_free(a);
+    }
+    return out[n > 0 ? n - 1 : 0];
+}
+
+static int repro_reslot(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_role_t role = role_of(ctx);
+    uint64_t ids[2] = { 1, 2 };
+    uint32_t pages[4] = { 8, 9, 10, 11 };
+    kvx_room_state_t one = run_room(ctx, 1, 4, 10), two = KVX_ROOM_FAILED;
+    kvx_room_info_t info = { 0 };
+    kvx_agreed_t out;
+
+    agree_once(ctx, ids, 1); /* room 1 gets slot 0 */
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 2, 0, pages, 4, -1); /* the prefill never opens it */
+    }
+    out = agree_once(ctx, ids, role == KVX_ROLE_DECODE ? 2 : 1);
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_poll(ctx, 2, &two);
+        kvx_room_info(ctx, 2, &info);
+        printf("t_repro: rank %d: room 1 %s; room 2, %s and agreed=%d by kvx_room_info(), was "
+               "reported %s %s (expected KVX_INPROGRESS)\n",
+               rank, kvx_room_state_name(one), kvx_room_state_name(two), info.agreed,
+               kvx_status_name(out.status), kvx_room_state_name(out.state));
+        kvx_room_close(ctx, 2);
+    }
+    kvx_room_close(ctx, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    kvx_ctx_destroy(ctx);
+    return role == KVX_ROLE_DECODE && out.status != KVX_INPROGRESS ? 1 : 0;
+}
+
+static int repro_expire(void)
+{
+    static const char *const pages_names[] = { "IN_USE", "DRAINING", "RELEASED", "QUARANTINED" };
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_room_state_t st = run_room(ctx, 1, 4, 10);
+    kvx_room_info_t info = { 0 };
+    kvx_pages_state_t first;
+    double t0 = now_s();
+    int bad = 0;
+
+    if (role_of(ctx) == KVX_ROLE_DECODE) {
+        kvx_room_info(ctx, 1, &info);
+        first = info.pages;
+        while (info.pages == KVX_PAGES_DRAINING && now_s() - t0 < 8) {
+            usleep(1000);
+            kvx_room_info(ctx, 1, &info);
+        }
+        printf("t_repro: rank %d: room 1 %s; its pages were %s when it failed and %s %.3f s "
+               "later (expected DRAINING, then RELEASED, or QUARANTINED after 5 s)\n",
+               rank, kvx_room_state_name(st), pages_names[first & 3], pages_names[info.pages & 3],
+               now_s() - t0);
+        bad = first != KVX_PAGES_DRAINING;
+    }
+    kvx_room_close(ctx, 1);
+    MPI_Barrier(MPI_COMM_WORLD);
+    kvx_ctx_destroy(ctx);
+    return bad;
+}
+
+/* Polls a room until it is SUCCESS or FAILED, for at most limit seconds. */
+static kvx_room_state_t repro_wait(kvx_ctx_t *ctx, uint64_t id, double limit)
+{
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    double t0 = now_s();
+
+    while (now_s() - t0 < limit && kvx_room_poll(ctx, id, &st) == KVX_OK &&
+           st != KVX_ROOM_SUCCESS && st != KVX_ROOM_FAILED) {
+        usleep(1000);
+    }
+    return st;
+}
+
+static int repro_byeroom(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    kvx_failure_t f;
+    int rc = 0;
+
+    if (role_of(ctx) == KVX_ROLE_PREFILL) {
+        kvx_room_send_open(ctx, 1, 0, 4);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (role_of(ctx) == KVX_ROLE_PREFILL) {
+        st = repro_wait(ctx, 1, 2.0);
+        rc = st == KVX_ROOM_FAILED && kvx_room_failure(ctx, 1, &f) == KVX_OK &&
+                     f.status == KVX_ERR_SHUTDOWN
+                 ? 0
+                 : 1;
+        printf("t_repro: rank %d: a room the decode never opened is %s 2 s after the decode "
+               "began to destroy its context (expected FAILED with KVX_ERR_SHUTDOWN)\n",
+               rank, kvx_room_state_name(st));
+    }
+    kvx_ctx_destroy(ctx);
+    return rc;
+}
+
+static int repro_reuse(void)
+{
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_role_t role = role_of(ctx);
+    uint32_t pages[2] = { 0, 1 };
+    kvx_room_state_t st;
+    char line[512] = "";
+    kvx_failure_t f;
+
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 7, 0, pages, 2, -1);
+    } else {
+        kvx_room_send_open(ctx, 7, 0, 2);
+        while (kvx_room_poll(ctx, 7, &st) == KVX_OK && st < KVX_ROOM_WAITING_FOR_INPUT) {
+            usleep(100);
+        }
+        kvx_room_abort(ctx, 7, "the first request with this id");
+        kvx_room_close(ctx, 7);
+    }
+    if (role == KVX_ROLE_DECODE) {
+        repro_wait(ctx, 7, 10);
+        while (kvx_room_close(ctx, 7) == KVX_ERR_BUSY) {
+            usleep(1000);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    usleep(100000);
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* The same id again: a retry of the request. */
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 7, 0, pages, 2, -1);
+    } else {
+        kvx_room_send_open(ctx, 7, 0, 2);
+        kvx_room_send_chunk(ctx, 7, pages, 2, NULL, 0);
+    }
+    st = repro_wait(ctx, 7, 10);
+    if (st == KVX_ROOM_FAILED && kvx_room_failure(ctx, 7, &f) == KVX_OK) {
+        kvx_failure_format(&f, line, sizeof(line));
+    }
+    printf("t_repro: rank %d: the room reusing id 7 is %s %s(expected SUCCESS)\n", rank,
+           kvx_room_state_name(st), line);
+    kvx_room_close(ctx, 7);
+    kvx_ctx_destroy(ctx);
+    return st == KVX_ROOM_SUCCESS ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -189,9 +384,20 @@ int main(int argc, char **argv)
         rc = repro_stall();
     } else if (strcmp(mode, "inflight") == 0) {
         rc = repro_inflight();
+    } else if (strcmp(mode, "reslot") == 0) {
+        rc = repro_reslot();
+    } else if (strcmp(mode, "expire") == 0) {
+        rc = repro_expire();
+    } else if (strcmp(mode, "byeroom") == 0) {
+        rc = repro_byeroom();
+    } else if (strcmp(mode, "reuse") == 0) {
+        rc = repro_reuse();
     } else {
-        fprintf(stderr, "usage: t_repro noaux|stall|inflight (see mpi_tests/t_repro.c)\n");
+        fprintf(stderr, "usage: t_repro noaux|stall|inflight|reslot|expire|byeroom|reuse (see "
+                        "mpi_tests/t_repro.c)\n");
     }
+    /* Every rank's verdict is the job's: mpirun reports the first that failed. */
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     MPI_Finalize();
     return rc;
 }

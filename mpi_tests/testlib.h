@@ -8,6 +8,7 @@
 
 #include <kvx.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,72 @@ static inline const char *tl_failure_line(kvx_ctx_t *ctx, uint64_t id, char *buf
         kvx_failure_format(&f, buf, len);
     }
     return buf;
+}
+
+/* Threads of this process (a destroyed context's progress thread is gone). */
+static inline int tl_thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        n += e->d_name[0] != '.';
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+/* Polls a room until its state is at least want, or FAILED, for at most
+ * limit seconds; returns the last state seen. */
+static inline kvx_room_state_t tl_wait_state(kvx_ctx_t *ctx, uint64_t id, kvx_room_state_t want,
+                                             double limit)
+{
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    double t0 = tl_now();
+
+    while (kvx_room_poll(ctx, id, &st) == KVX_OK && st != KVX_ROOM_FAILED && st < want &&
+           tl_now() - t0 < limit) {
+        usleep(500);
+    }
+    return st;
+}
+
+/* A context on MPI_COMM_WORLD and what a test needs to fill or check its
+ * pages (at most 8 buffers). */
+typedef struct tl_job {
+    kvx_ctx_t *ctx;
+    kvx_identity_t id;
+    kvp_geom_t g;
+    void *bufs[8];
+    unsigned comps;
+    size_t page_bytes;
+} tl_job_t;
+
+/* Creates the context; when that fails every rank says why and the job ends. */
+static inline void tl_job_start(tl_job_t *j, const kvx_ctx_params_t *p)
+{
+    kvx_failure_t why;
+    char line[512];
+
+    memset(j, 0, sizeof(*j));
+    if (kvx_ctx_create(MPI_COMM_WORLD, p, &j->ctx, &why) != KVX_OK) {
+        kvx_failure_format(&why, line, sizeof(line));
+        fprintf(stderr, "rank %d: kvx_ctx_create: %s\n", tl_rank, line);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    kvx_ctx_identity(j->ctx, &j->id);
+    j->comps = p->kv.attn == KVX_ATTN_MLA ? 1 : 2;
+    j->g.kv = p->kv;
+    j->g.num_pages = p->num_pages;
+    j->g.elem = kvp_elem(p->kv.dtype);
+    kvx_ctx_heads(j->ctx, &j->g.first_head, &j->g.heads);
+    j->page_bytes = kvx_ctx_page_bytes(j->ctx);
+    for (unsigned b = 0; b < p->kv.layers * j->comps && b < 8; b++) {
+        kvx_ctx_kv_buffer(j->ctx, b / j->comps, b % j->comps, &j->bufs[b], NULL);
+    }
 }
 
 /* One round of agreement, driven to completion. */

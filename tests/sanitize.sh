@@ -15,12 +15,16 @@
 # BUILD/sanitizer-reports/; a report fails the run even when its test
 # passed (a leak found in a criterion worker does not change its exit
 # status). Suppressions, for foreign libraries only, each saying why:
-# tests/supp/lsan.supp and tests/supp/tsan.supp. About 2 minutes each on
-# 2 cores. KVX_SANITIZE_CONFIGURE adds configure flags.
+# tests/supp/lsan.supp and tests/supp/tsan.supp. Cases expected to fail
+# under a sanitizer (an open finding only it sees) are named by
+# SANITIZE_ASAN_XFAIL and SANITIZE_TSAN_XFAIL in Makefile.am; such a case
+# keeps its reports in its own directory. About 2 minutes each on
+# 2 cores. KVX_SANITIZE_CONFIGURE adds configure flags; KVX_SANITIZE_JOBS
+# sets make's -j for the build and the tests (default: the cores).
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 kinds=${*:-asan tsan}
-jobs=$(nproc)
+jobs=${KVX_SANITIZE_JOBS:-$(nproc)}
 
 # Runs one kind; returns non-zero when a test failed or anything reported.
 sanitize_one() {
@@ -57,6 +61,7 @@ sanitize_one() {
         UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
         export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
         tests='$(SANITIZE_ASAN_TESTS)'
+        xfail='$(SANITIZE_ASAN_XFAIL)'
         ;;
     tsan)
         TSAN_OPTIONS="log_path=$reports/tsan:suppressions=$top/tests/supp/tsan.supp"
@@ -67,9 +72,10 @@ sanitize_one() {
         UCX_MEM_EVENTS=no
         export TSAN_OPTIONS UCX_MEM_EVENTS
         tests='$(SANITIZE_TSAN_TESTS)'
+        xfail='$(SANITIZE_TSAN_XFAIL)'
         ;;
     esac
-    make -j"$jobs" check TESTS="$tests" >check.out 2>&1
+    make -j"$jobs" check TESTS="$tests" XFAIL_TESTS="$xfail" >check.out 2>&1
     rc=$?
     grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' check.out | sed "s/^/sanitize: $kind: /"
     if [ $rc -ne 0 ]; then

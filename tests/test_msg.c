@@ -84,7 +84,7 @@ Test(msg, malformed_messages_are_refused)
         { 12, (uint32_t)-1, 4, "outside the world" },
         { 32 + 8, 0, 4, "grants 0 pages" },
         { 32 + 8, 101, 4, "grants 101 pages" },
-        { 32 + 12, 2, 4, "writes=2" },
+        { 32 + 12, 3, 4, "writes=3" },
         { 32 + 8, 3, 4, "has a body" }, /* claims 3 pages, carries 2 */
     };
 
@@ -139,7 +139,7 @@ Test(msg, data_header_round_trip_and_range_checks)
     char why[200];
     msg_t m;
 
-    msg_put_data(buf, 5, 77, 99, &d);
+    msg_put_data(buf, MSG_DATA, 5, 77, 99, &d);
     cr_assert_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_OK, "%s", why);
     cr_expect_eq(m.hdr.type, MSG_DATA);
     cr_expect_eq(m.hdr.src_rank, 5);
@@ -152,16 +152,45 @@ Test(msg, data_header_round_trip_and_range_checks)
     cr_expect_str_eq(msg_type_name(MSG_DATA), "DATA");
     /* Pages past any pool, no pages, a wrapping range: refused. */
     d.pos = 91;
-    msg_put_data(buf, 5, 77, 99, &d);
+    msg_put_data(buf, MSG_DATA, 5, 77, 99, &d);
     cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
     cr_expect_str_eq(why, "DATA for pages [91, +10) of a pool of 100");
     d.pos = 0;
     d.npages = 0;
-    msg_put_data(buf, 5, 77, 99, &d);
+    msg_put_data(buf, MSG_DATA, 5, 77, 99, &d);
     cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
     d.pos = UINT32_MAX;
     d.npages = 2;
-    msg_put_data(buf, 5, 77, 99, &d);
+    msg_put_data(buf, MSG_DATA, 5, 77, 99, &d);
     cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
     cr_expect_eq(msg_decode(buf, sizeof(buf) - 1, &lim, &m, why, sizeof(why)), KVX_ERR_PROTOCOL);
+}
+
+/* A grant that asks for data messages keeps its pages; an AUX message is a
+ * data header with nothing but zeros in its body. */
+Test(msg, messages_grant_and_aux_header)
+{
+    msg_limits_t lim = { 8, 100 };
+    uint32_t pages[] = { 4, 5, 6 }, got[3];
+    msg_data_t d = { 0, 0, 0, 0 };
+    unsigned char buf[MSG_DATA_LEN];
+    char why[200];
+    size_t len;
+    char *m = msg_new_prealloc(2, 9, 11, 0, MSG_WRITES_MESSAGES, pages, 3, &len);
+    msg_t out;
+
+    cr_assert_eq(msg_decode(m, len, &lim, &out, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(out.u.prealloc.writes, MSG_WRITES_MESSAGES);
+    memcpy(got, out.pages, sizeof(got));
+    cr_expect_arr_eq(got, pages, sizeof(got));
+    free(m);
+
+    msg_put_data(buf, MSG_AUX, 5, 77, 99, &d);
+    cr_assert_eq(msg_decode(buf, sizeof(buf), &lim, &out, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(out.hdr.type, MSG_AUX);
+    cr_expect_str_eq(msg_type_name(MSG_AUX), "AUX");
+    d.npages = 1;
+    msg_put_data(buf, MSG_AUX, 5, 77, 99, &d);
+    cr_expect_eq(msg_decode(buf, sizeof(buf), &lim, &out, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    cr_expect_str_eq(why, "AUX with layer 0 comp 0 pages [0, +1): must be 0");
 }

@@ -415,3 +415,51 @@ Test(plan_iter, gather_and_scatter_orders_agree_for_every_layout_and_ratio)
         }
     }
 }
+
+/* A data message carries a run's pieces back to back in plan_iter order;
+ * plan_src_contiguous() says when those are the run's bytes as they lie
+ * in the source pool (sent from there), else the sender gathers them. */
+Test(plan_mode, src_contiguous_means_pieces_follow_each_other_in_the_source)
+{
+    static const unsigned page_sizes[] = { 1, 16 };
+    int seen[2] = { 0, 0 };
+
+    for (size_t i = 0; i < sizeof(mode_cases) / sizeof(mode_cases[0]); i++) {
+        const struct mode_case *c = &mode_cases[i];
+
+        for (size_t ps = 0; ps < 2; ps++) {
+            kvl_t pk = geometry(c->heads, c->ptp, c->layout, page_sizes[ps]);
+            kvl_t dk = geometry(c->heads, c->dtp, c->layout, page_sizes[ps]);
+
+            for (int d = 0; d < dk.tp; d++) {
+                for (int p = 0; p < pk.tp; p++) {
+                    plan_run_t run = { 5, 9, 7 };
+                    plan_pair_t pair;
+                    plan_geom_t g;
+                    plan_iter_t it;
+                    size_t so, doff, n, first = 0, at = 0;
+                    int follow = 1, contig;
+
+                    plan_pair(&pk, p, &dk, d, &pair);
+                    if (!pair.writes) {
+                        continue;
+                    }
+                    pair_mode(&pk, p, &dk, d, &g);
+                    plan_iter_init(&it, &g, &run);
+                    while (plan_iter_next(&it, &so, &doff, &n)) {
+                        first = at == 0 ? so : first;
+                        follow &= so == first + at;
+                        at += n;
+                    }
+                    contig = plan_src_contiguous(&g);
+                    cr_expect_eq(at, (size_t)run.count * g.pair_page_bytes, "case %zu", i);
+                    cr_expect_eq(contig, follow, "case %zu (%s %d->%d, page size %u)", i,
+                                 kvl_page_layout_name(c->layout), c->ptp, c->dtp, page_sizes[ps]);
+                    seen[contig]++;
+                }
+            }
+        }
+    }
+    cr_expect(seen[0] > 0 && seen[1] > 0, "both kinds: %d strided, %d contiguous", seen[0],
+              seen[1]);
+}

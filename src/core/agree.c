@@ -9,8 +9,9 @@
  *      room) plus a trailer (-(rooms this rank holds that have no slot));
  *   B  only if some slot's minimum is FAILED: MPI_Iallreduce with a user
  *      operation over one record per failed slot, which keeps the root cause
- *      (earliest stage, then lowest origin rank) and counts the ranks that
- *      had failed the room;
+ *      (on a prefill instance the decode's verdict where a rank holds it;
+ *      else the earliest stage, then lowest origin rank) and counts the
+ *      ranks that had failed the room;
  *   C  only if some rank holds rooms without a slot: MPI_Iallgather of each
  *      rank's unslotted room ids (padded to the largest count); the rooms
  *      every rank holds get the lowest free slots, in id order.
@@ -36,8 +37,9 @@
 
 /* One rank's view of a failed room, reduced by agree_root_op(). */
 typedef struct agree_rec {
-    int32_t has;   /* this rank holds a failure record */
-    int32_t count; /* ranks that held one (summed by the reduction) */
+    int32_t has;     /* this rank holds a failure record */
+    int32_t count;   /* ranks that held one (summed by the reduction) */
+    int32_t verdict; /* prefill: f is the decode instance's verdict */
     kvx_failure_t f;
 } agree_rec_t;
 
@@ -59,6 +61,7 @@ struct kvx_agree {
     int nreq;
     size_t S;           /* slots in the vector of this round */
     int32_t *vec, *res; /* A */
+    room_t **sampled;   /* [slot] the room vec[slot] is about, NULL if free */
     size_t K;           /* B: failed slots */
     size_t *failed;
     agree_rec_t *recs, *recs_out;
@@ -75,7 +78,11 @@ static void agree_root_op(void *in, void *inout, int *len, MPI_Datatype *type)
     for (int i = 0; i < *len; i++) {
         int32_t count = a[i].count + b[i].count;
 
-        if (a[i].has && (!b[i].has || failure_compare(&a[i].f, &b[i].f) < 0)) {
+        /* The decode instance's verdict beats any record of this instance:
+         * else a prefill rank's earlier own failure, unheard by the decode,
+         * would make the two instances name different root causes. */
+        if (a[i].has && (!b[i].has || a[i].verdict > b[i].verdict ||
+                         (a[i].verdict == b[i].verdict && failure_compare(&a[i].f, &b[i].f) < 0))) {
             b[i] = a[i];
         }
         b[i].count = count;
@@ -106,6 +113,7 @@ static void agree_round_free(struct kvx_agree *a)
     free(a->ids);
     free(a->vec);
     free(a->res);
+    free(a->sampled);
     free(a->failed);
     free(a->recs);
     free(a->recs_out);
@@ -197,12 +205,15 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
     a->S = t->nslots;
     a->vec = malloc((a->S + 1) * sizeof(int32_t));
     a->res = malloc((a->S + 1) * sizeof(int32_t));
-    if (a->vec == NULL || a->res == NULL || agree_collect_fresh(ctx, a) != KVX_OK) {
+    a->sampled = malloc((a->S + 1) * sizeof(room_t *));
+    if (a->vec == NULL || a->res == NULL || a->sampled == NULL ||
+        agree_collect_fresh(ctx, a) != KVX_OK) {
         return KVX_ERR_NO_MEMORY;
     }
     for (size_t i = 0; i < a->S; i++) {
         room_t *room = t->room[i];
 
+        a->sampled[i] = room;
         /* A free slot must not hold the others back. A failed prefill room
          * counts as FAILED once it holds the decode instance's verdict (so
          * both instances report one root cause): until then, as the state
@@ -301,6 +312,7 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
             if (room != NULL && room->state == KVX_ROOM_FAILED) {
                 a->recs[k].has = 1;
                 a->recs[k].count = 1;
+                a->recs[k].verdict = room->side == KVX_ROLE_PREFILL && room->verdict;
                 a->recs[k].f = room->failure;
             }
         }
@@ -477,7 +489,9 @@ static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)
             out[i].status = KVX_OK;
             out[i].state = room->agreed_state;
         } else if (a->status == KVX_OK && room->slot >= 0 && (size_t)room->slot < a->S &&
-                   a->res[room->slot] != INT32_MAX) {
+                   a->sampled[room->slot] == room && a->res[room->slot] != INT32_MAX) {
+            /* (A slot this round gave to the room spoke of its previous
+             * holder: the room is then not agreed yet.) */
             out[i].status = KVX_OK;
             out[i].state = (kvx_room_state_t)a->res[room->slot];
         } else {

@@ -454,6 +454,13 @@ static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info, con
         if (status != KVX_OK) {
             return status;
         }
+        /* Without native RMA UCX emulates puts with active messages, and
+         * the emulation's target aborts the process when the initiator
+         * dies: pages then travel as kvx's own data messages (pack.c). */
+        if (peer->role != ctx->role) {
+            peer->msg_writes =
+                ctx->cfg.writes == 2 || (ctx->cfg.writes == 0 && !kucx_ep_native_rma(peer->ep));
+        }
     }
     return KVX_OK;
 }
@@ -468,8 +475,11 @@ static void bootstrap_log_transports(kvx_ctx_t *ctx)
 
         kucx_ep_transports(ctx->peers[i].ep, tls, sizeof(tls));
         kucx_ep_transports(ctx->peers[i].cep, ctls, sizeof(ctls));
-        kvx_info("peer %s: data over %s; control over %s; UCX error handling %s",
+        kvx_info("peer %s: data over %s (pages as %s); control over %s; UCX error handling %s",
                  ctx->peers[i].name, tls[0] ? tls : "(wireup pending)",
+                 ctx->peers[i].role == ctx->role ? "-"
+                 : ctx->peers[i].msg_writes      ? "data messages"
+                                                 : "puts",
                  ctls[0] ? ctls : "(wireup pending)", ctx->peers[i].peer_mode ? "peer" : "none");
     }
 }

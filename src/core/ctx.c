@@ -17,48 +17,124 @@
 
 extern char **environ;
 
-/* Live contexts, so that a stale or foreign handle is an answer, not a crash. */
+/*
+ * Live contexts, so that a stale or foreign handle is an answer, not a
+ * crash. An entry counts the API calls inside its context: destroy lets
+ * calls in while it fails the rooms (they read FAILED, stage shutdown),
+ * then closes the entry and waits for the calls still inside before it
+ * frees anything. A destroyed context's memory is kept until CTX_MAX_LIVE
+ * more were destroyed, so that a new context cannot be given its address
+ * and make the stale handle look live.
+ */
 #define CTX_MAX_LIVE 64
-static pthread_mutex_t ctx_registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static kvx_ctx_t *ctx_registry[CTX_MAX_LIVE];
 
+typedef struct ctx_entry {
+    kvx_ctx_t *ctx; /* NULL: a free entry */
+    unsigned users; /* API calls between ctx_enter() and ctx_leave() */
+    int closed;     /* no API call may enter (being created, or destroyed) */
+    int destroying; /* kvx_ctx_destroy() started: a second one is refused */
+} ctx_entry_t;
+
+static pthread_mutex_t ctx_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ctx_registry_idle = PTHREAD_COND_INITIALIZER;
+static ctx_entry_t ctx_registry[CTX_MAX_LIVE];
+static kvx_ctx_t *ctx_grave[CTX_MAX_LIVE];
+static unsigned ctx_grave_next;
+
+/* The entry of a context, or NULL (registry lock held). */
+static ctx_entry_t *ctx_entry(const kvx_ctx_t *ctx)
+{
+    for (int i = 0; i < CTX_MAX_LIVE && ctx != NULL; i++) {
+        if (ctx_registry[i].ctx == ctx) {
+            return &ctx_registry[i];
+        }
+    }
+    return NULL;
+}
+
+/* Takes a closed entry for a context being created; 0 when all are taken. */
 static int ctx_register(kvx_ctx_t *ctx)
 {
-    int ok = 0;
+    ctx_entry_t *e = NULL;
 
     pthread_mutex_lock(&ctx_registry_lock);
-    for (int i = 0; i < CTX_MAX_LIVE && !ok; i++) {
-        if (ctx_registry[i] == NULL) {
-            ctx_registry[i] = ctx;
-            ok = 1;
-        }
+    for (int i = 0; i < CTX_MAX_LIVE && e == NULL; i++) {
+        e = ctx_registry[i].ctx == NULL ? &ctx_registry[i] : NULL;
+    }
+    if (e != NULL) {
+        memset(e, 0, sizeof(*e));
+        e->ctx = ctx;
+        e->closed = 1;
+    }
+    pthread_mutex_unlock(&ctx_registry_lock);
+    return e != NULL;
+}
+
+/* Opens a created context to API calls. */
+static void ctx_open(kvx_ctx_t *ctx)
+{
+    pthread_mutex_lock(&ctx_registry_lock);
+    ctx_entry(ctx)->closed = 0;
+    pthread_mutex_unlock(&ctx_registry_lock);
+}
+
+/* Marks a live context as being destroyed; 0 for a stale or foreign
+ * handle, or one another thread destroys already. */
+static int ctx_begin_destroy(kvx_ctx_t *ctx)
+{
+    ctx_entry_t *e;
+    int ok;
+
+    pthread_mutex_lock(&ctx_registry_lock);
+    e = ctx_entry(ctx);
+    ok = e != NULL && !e->closed && !e->destroying;
+    if (ok) {
+        e->destroying = 1;
     }
     pthread_mutex_unlock(&ctx_registry_lock);
     return ok;
 }
 
-static int ctx_unregister(kvx_ctx_t *ctx)
+/* Closes a context to API calls and waits for the calls still inside. */
+static void ctx_unregister(kvx_ctx_t *ctx)
 {
-    int found = 0;
+    ctx_entry_t *e;
 
     pthread_mutex_lock(&ctx_registry_lock);
-    for (int i = 0; i < CTX_MAX_LIVE; i++) {
-        if (ctx != NULL && ctx_registry[i] == ctx) {
-            ctx_registry[i] = NULL;
-            found = 1;
+    e = ctx_entry(ctx);
+    if (e != NULL) {
+        e->closed = 1;
+        while (e->users > 0) {
+            pthread_cond_wait(&ctx_registry_idle, &ctx_registry_lock);
         }
+        memset(e, 0, sizeof(*e));
     }
     pthread_mutex_unlock(&ctx_registry_lock);
-    return found;
+}
+
+/* Frees the context that left the graveyard to make room for this one. */
+static void ctx_bury(kvx_ctx_t *ctx)
+{
+    kvx_ctx_t *old;
+
+    pthread_mutex_lock(&ctx_registry_lock);
+    old = ctx_grave[ctx_grave_next];
+    ctx_grave[ctx_grave_next] = ctx;
+    ctx_grave_next = (ctx_grave_next + 1) % CTX_MAX_LIVE;
+    pthread_mutex_unlock(&ctx_registry_lock);
+    free(old);
 }
 
 kvx_status_t ctx_enter(kvx_ctx_t *ctx)
 {
-    int found = 0;
+    ctx_entry_t *e;
+    int found;
 
     pthread_mutex_lock(&ctx_registry_lock);
-    for (int i = 0; i < CTX_MAX_LIVE && ctx != NULL; i++) {
-        found |= ctx_registry[i] == ctx;
+    e = ctx_entry(ctx);
+    found = e != NULL && !e->closed;
+    if (found) {
+        e->users++;
     }
     pthread_mutex_unlock(&ctx_registry_lock);
     if (found) {
@@ -71,7 +147,15 @@ kvx_status_t ctx_enter(kvx_ctx_t *ctx)
 
 void ctx_leave(kvx_ctx_t *ctx)
 {
+    ctx_entry_t *e;
+
     pthread_mutex_unlock(&ctx->lock);
+    pthread_mutex_lock(&ctx_registry_lock);
+    e = ctx_entry(ctx);
+    if (e != NULL && --e->users == 0 && e->closed) {
+        pthread_cond_broadcast(&ctx_registry_idle);
+    }
+    pthread_mutex_unlock(&ctx_registry_lock);
 }
 
 kvx_role_t ctx_other_role(const kvx_ctx_t *ctx)
@@ -109,7 +193,7 @@ static const char *ctx_fault_spec(kvx_ctx_t *ctx, const kvx_ctx_params_t *params
 
 /* Everything a rank can check alone, before any collective beyond dup. */
 static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *params,
-                                    kvx_failure_t *why)
+                                    kvx_ctx_t **ctx_p, kvx_failure_t *why)
 {
     const char *layout;
     char who[64];
@@ -119,9 +203,15 @@ static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *para
     if (status != KVX_OK) {
         return status;
     }
-    if (params == NULL) {
-        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "params is NULL");
+    if (params == NULL || ctx_p == NULL) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "%s is NULL",
+                    params == NULL ? "params" : "ctx_p");
         return KVX_ERR_INVALID_PARAM;
+    }
+    if (!ctx_register(ctx)) {
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL,
+                    "more than %d live contexts in this process", CTX_MAX_LIVE);
+        return KVX_ERR_NO_MEMORY;
     }
     layout = params->layout != NULL ? params->layout : ctx->cfg.layout;
     status = joblayout_parse(layout, ctx->size, &ctx->job, why);
@@ -198,12 +288,12 @@ static void ctx_free(kvx_ctx_t *ctx)
     cfg_cleanup(&ctx->cfg);
     pthread_mutex_destroy(&ctx->lock);
     ctx->magic = 0;
-    free(ctx);
+    ctx_bury(ctx);
 }
 
 static kvx_status_t ctx_init_world(kvx_ctx_t *ctx, MPI_Comm world, kvx_failure_t *why)
 {
-    int initialized = 0, finalized = 0;
+    int initialized = 0, finalized = 0, inter = 0;
     kvx_status_t status;
 
     MPI_Initialized(&initialized);
@@ -215,6 +305,12 @@ static kvx_status_t ctx_init_world(kvx_ctx_t *ctx, MPI_Comm world, kvx_failure_t
     }
     if (world == MPI_COMM_NULL) {
         failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "world is MPI_COMM_NULL");
+        return KVX_ERR_INVALID_PARAM;
+    }
+    /* Every rank of an intercommunicator sees it as one: all refuse alike. */
+    if (MPI_Comm_test_inter(world, &inter) == MPI_SUCCESS && inter) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "world is an intercommunicator; kvx needs an intracommunicator");
         return KVX_ERR_INVALID_PARAM;
     }
     status = KVX_MPI_CALL(MPI_Comm_dup(world, &ctx->world));
@@ -286,11 +382,12 @@ static kvx_status_t ctx_topology(kvx_ctx_t *ctx, kvx_failure_t *why)
 }
 
 /* The steps of creation; each ends with every rank agreeing on its outcome. */
-static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
+static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_ctx_t **ctx_p,
+                              kvx_failure_t *why)
 {
     kvx_status_t status;
 
-    status = bootstrap_agree(ctx->world, ctx_check_local(ctx, params, why), why);
+    status = bootstrap_agree(ctx->world, ctx_check_local(ctx, params, ctx_p, why), why);
     if (status != KVX_OK) {
         return status;
     }
@@ -341,11 +438,8 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     kvx_status_t status;
 
     memset(&why, 0, sizeof(why));
-    if (ctx_p == NULL) {
-        failure_set(&why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "ctx_p is NULL");
-        failure_copy(reason_p, &why);
-        return KVX_ERR_INVALID_PARAM;
-    }
+    /* A NULL ctx_p is refused by the agreed checks (ctx_check_local), so
+     * that the other ranks are not left waiting in a collective. */
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL || hmap_init(&ctx->rooms, 1024) != KVX_OK) {
         free(ctx);
@@ -359,7 +453,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     pthread_mutex_init(&ctx->lock, NULL);
     status = ctx_init_world(ctx, world, &why);
     if (status == KVX_OK) {
-        status = ctx_build(ctx, params, &why);
+        status = ctx_build(ctx, params, ctx_p, &why);
     }
     if (status != KVX_OK) {
         char line[512];
@@ -370,14 +464,13 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
         cstage_cleanup(ctx);
         pool_cleanup(ctx);
         kucx_ctx_cleanup(&ctx->ucx);
+        ctx_unregister(ctx);
         ctx_free(ctx);
         ident_set_role(KVX_ROLE_NONE, -1, -1, 0);
         failure_copy(reason_p, &why);
         return status;
     }
-    if (!ctx_register(ctx)) {
-        kvx_warn("more than %d live contexts: handle checks are off for this one", CTX_MAX_LIVE);
-    }
+    ctx_open(ctx);
     kvx_info("context ready: %s[%d].tp%d of %d, %zu pages of %zu bytes per buffer, %d peers",
              kvx_role_name(ctx->role), ctx->instance, ctx->tp_rank, ctx->tp_size, ctx->num_pages,
              ctx->my.page_bytes, ctx->npeers);
@@ -385,11 +478,57 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     return KVX_OK;
 }
 
+/*
+ * Goodbye to one peer. A peer that hears BYE may unmap its memory at once,
+ * so BYE goes only after a flush of the data endpoint says that nothing
+ * this rank put or sent to it is still in flight. Kept until the workers
+ * are destroyed: a flush that never completed completes there.
+ */
+typedef struct ctx_bye {
+    kvx_ctx_t *ctx;
+    peer_t *peer;
+    int sent;
+} ctx_bye_t;
+
+static void ctx_bye_send(ctx_bye_t *b)
+{
+    size_t len;
+    void *bye = msg_new(MSG_BYE, b->ctx->rank, 0, 0, &len);
+
+    b->sent = 1;
+    if (bye != NULL && !b->peer->lost) {
+        peer_send(b->ctx, b->peer, bye, len);
+    } else {
+        free(bye);
+    }
+}
+
+static void ctx_bye_flushed(void *request, ucs_status_t status, void *user)
+{
+    kucx_request_free(request);
+    ctx_bye_send(user);
+}
+
+/* Flushes the data endpoint, then says goodbye (lock held). */
+static void ctx_bye_start(kvx_ctx_t *ctx, ctx_bye_t *b, peer_t *peer)
+{
+    ucs_status_t ucs;
+
+    b->ctx = ctx;
+    b->peer = peer;
+    if (peer->lost || peer->ep_failed ||
+        kucx_flush(peer->ep, ctx_bye_flushed, b, &ucs) != KVX_INPROGRESS) {
+        ctx_bye_send(b);
+    }
+}
+
 /* Fails every room still in flight and waits until no operation is in
- * flight and every live peer said goodbye (or the shutdown deadline). */
-static void ctx_quiesce(kvx_ctx_t *ctx)
+ * flight and every live peer said goodbye (or the shutdown deadline).
+ * Returns the goodbyes, to be freed once the workers are destroyed. */
+static ctx_bye_t *ctx_quiesce(kvx_ctx_t *ctx)
 {
     uint64_t deadline = kvx_now_ns() + ctx->cfg.shutdown_timeout;
+    ctx_bye_t *byes = calloc((size_t)ctx->npeers + 1, sizeof(*byes));
     int waiting = 1;
 
     pthread_mutex_lock(&ctx->lock);
@@ -404,13 +543,8 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
             room_fail(ctx, room, &f, 1);
         }
     }
-    for (int i = 0; i < ctx->npeers; i++) {
-        size_t len;
-        void *bye = msg_new(MSG_BYE, ctx->rank, 0, 0, &len);
-
-        if (bye != NULL) {
-            peer_send(ctx, &ctx->peers[i], bye, len);
-        }
+    for (int i = 0; i < ctx->npeers && byes != NULL; i++) {
+        ctx_bye_start(ctx, &byes[i], &ctx->peers[i]);
     }
     pthread_mutex_unlock(&ctx->lock);
     progress_wake(ctx);
@@ -422,7 +556,8 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
             peer_t *peer = &ctx->peers[i];
 
             /* Puts to a lost peer never complete: it is not waited for. */
-            waiting = !peer->lost && (!peer->bye || peer->inflight_ops > 0);
+            waiting = !peer->lost &&
+                      (!peer->bye || peer->inflight_ops > 0 || byes == NULL || !byes[i].sent);
         }
         pthread_mutex_unlock(&ctx->lock);
     }
@@ -430,19 +565,28 @@ static void ctx_quiesce(kvx_ctx_t *ctx)
         kvx_warn("destroy: peers did not all say goodbye within %.1f s; closing anyway",
                  kvx_ns_to_s(ctx->cfg.shutdown_timeout));
     }
+    return byes;
 }
 
 kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
 {
-    if (!ctx_unregister(ctx)) {
+    ctx_bye_t *byes;
+
+    if (!ctx_begin_destroy(ctx)) {
         return KVX_ERR_INVALID_HANDLE;
     }
-    ctx_quiesce(ctx);
+    /* Other threads' calls are still answered while the rooms fail (they
+     * read FAILED, stage shutdown; opens are refused with KVX_ERR_SHUTDOWN);
+     * then the handle goes stale, and nothing is freed while a call is
+     * still inside. */
+    byes = ctx_quiesce(ctx);
+    ctx_unregister(ctx);
     progress_stop(ctx);
     bootstrap_close_endpoints(ctx);
     /* What UCX still holds (puts to a dead peer) completes here, through
      * callbacks that use the rooms: those are freed after. */
     kucx_workers_destroy(&ctx->ucx);
+    free(byes);
     while (ctx->out_head != NULL) {
         outmsg_t *m = ctx->out_head;
 

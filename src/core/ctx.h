@@ -52,6 +52,7 @@ typedef struct peer {
     uint64_t last_heard, last_sent;
     int lost, bye;
     int peer_mode;      /* its endpoints run in UCX peer error mode */
+    int msg_writes;     /* pages between it and this rank travel as data messages */
     int ep_failed;      /* UCX reported an endpoint error: never used again */
     char lost_how[128]; /* when lost: how it was detected */
     int pid;            /* its process id */
@@ -86,6 +87,7 @@ typedef struct target {
     int pumping; /* queued on peer->pump_* */
     /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
     plan_mode_t mode;
+    int msgs;               /* the decode asked for data messages only (mode is UNPACK) */
     uint32_t pack_page;     /* pages of the current run posted */
     size_t pack_pos;        /* position of the current run in the room's pages */
     unsigned pack_inflight; /* data messages still reading the source pages */
@@ -100,6 +102,8 @@ typedef struct source {
     int accepted, done;
     int drained;       /* it confirmed nothing of the room is in flight */
     int complete;      /* done, and all its data unpacked (unpack.c) */
+    int msgs;          /* it sends every page as data messages (KVX_WRITES) */
+    int aux_in;        /* msgs: its aux row arrived (MSG_AUX) */
     uint64_t unpacked; /* bytes of data messages unpacked */
 } source_t;
 
@@ -183,6 +187,8 @@ typedef struct outmsg {
 struct agree_table;
 struct fault_set;
 
+#define KVX_DEAD_NONCES 4096
+
 struct kvx_ctx {
     uint64_t magic;
     pthread_mutex_t lock;
@@ -210,6 +216,11 @@ struct kvx_ctx {
     pthread_t progress;
     int progress_running, stopping;
     uint64_t next_nonce;
+    /* Prefill: the decode incarnations (nonces) of rooms this rank closed,
+     * the latest KVX_DEAD_NONCES of them: their late messages are dropped,
+     * never kept for (or applied to) a new room with the same id. */
+    uint64_t dead_nonce[KVX_DEAD_NONCES];
+    unsigned dead_next;
     int api_waiting; /* API threads waiting for the lock (atomic) */
     int tp_broken;   /* a TP sibling is lost: no collective on tp_comm any more */
     struct agree_table *agree;
@@ -271,6 +282,10 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
 void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
 /* A room opened with a peer already lost fails at once, with the loss. */
 void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
+/* Fails the room if the peer said goodbye (KVX_ERR_SHUTDOWN). */
+void peer_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer);
+/* A goodbye heard: the rooms the peer had a part in fail now. */
+void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer);
 
 /* ---- room.c ---- */
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
@@ -280,6 +295,13 @@ void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state);
 /* The stage a failure now would be recorded at (from the room's state). */
 kvx_stage_t room_stage(const room_t *room);
 int room_terminal(const room_t *room);
+/* How long the room has been in its state at now. A state entered after
+ * now was sampled (a room failed within the same tick) is 0 old, never a
+ * wrapped-around age. */
+static inline uint64_t room_age(const room_t *room, uint64_t now)
+{
+    return now > room->entered ? now - room->entered : 0;
+}
 /* Records the room's failure (once: the first failure is the root cause)
  * and tells the other side of the room. */
 void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify);
@@ -309,6 +331,12 @@ static inline int sender_delivered(const room_t *room)
 }
 /* A decode rank's FAIL names its room's incarnation before any grant did. */
 void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce);
+/* Prefill: the room is going away; its decode incarnations become dead. */
+void sender_bury(kvx_ctx_t *ctx, const room_t *room);
+/* Prefill: is a decode rank's message (nonce) about another incarnation
+ * of the room id than the open room (room, or NULL) knows? 0: no; 1: one of
+ * a room this rank closed; 2: not the one the open room was granted by. */
+int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *peer, uint64_t nonce);
 /* The room failed: stop posting, and once nothing is in flight to a decode
  * rank tell it DRAINED (so it may reuse the pages). */
 void sender_drain(kvx_ctx_t *ctx, room_t *room);
@@ -344,6 +372,12 @@ void pack_cleanup(kvx_ctx_t *ctx);
 /* Posts t's next packed put or data message: 1 posted, 0 nothing left in
  * the batch, -1 stop (failed, or waiting for staging). */
 int pack_post(kvx_ctx_t *ctx, target_t *t);
+/* The decode asked t for data messages only (MSG_WRITES_MESSAGES): sets t
+ * up for them; KVX_ERR_CONFIG when this rank has no staging for it. */
+kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why);
+/* Sends the aux row (len bytes at row, kept until the message completes)
+ * as MSG_AUX: 1 posted, 0 not (t failed, or waits for a slot). */
+int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len);
 /* No data message of t still reads its source pages. */
 int pack_quiet(const target_t *t);
 /* Resumes waiting targets and landings (progress thread); returns work done. */

@@ -507,7 +507,7 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
         return -1;
     }
     slot->owner = t;
-    msg_put_data(slot->hdr, ctx->rank, t->room->id, t->nonce, &d);
+    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room->id, t->nonce, &d);
     /* The progress thread queues its copies (cstage_copy_gathers()). */
     op = cstage_queue(ctx, slot, CSTAGE_GATHER);
     op->t = t;

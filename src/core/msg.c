@@ -12,9 +12,9 @@
 
 const char *msg_type_name(unsigned type)
 {
-    static const char *const names[] = { "?",    "PREALLOC", "ACCEPT",  "START",
-                                         "DONE", "FAIL",     "DRAINED", "PING",
-                                         "BYE",  "RECEIVED", "VERDICT", "DATA" };
+    static const char *const names[] = { "?",       "PREALLOC", "ACCEPT", "START", "DONE",
+                                         "FAIL",    "DRAINED",  "PING",   "BYE",   "RECEIVED",
+                                         "VERDICT", "DATA",     "AUX" };
 
     return type < MSG_TYPE_MAX ? names[type] : "?";
 }
@@ -45,12 +45,13 @@ static void *msg_alloc(msg_type_t type, int src_rank, uint64_t room, uint64_t no
     return h;
 }
 
-void msg_put_data(void *buf, int src_rank, uint64_t room, uint64_t nonce, const msg_data_t *d)
+void msg_put_data(void *buf, msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
+                  const msg_data_t *d)
 {
     msg_hdr_t h;
 
     memset(&h, 0, sizeof(h));
-    msg_init(&h, MSG_DATA, src_rank, room, nonce, MSG_DATA_LEN);
+    msg_init(&h, type, src_rank, room, nonce, MSG_DATA_LEN);
     memcpy(buf, &h, sizeof(h));
     memcpy((char *)buf + sizeof(h), d, sizeof(*d));
 }
@@ -65,7 +66,7 @@ void *msg_new_prealloc(int src_rank, uint64_t room, uint64_t nonce, int64_t aux_
 {
     size_t body = sizeof(msg_prealloc_t) + (writes ? npages * sizeof(uint32_t) : 0);
     char *m = msg_alloc(MSG_PREALLOC, src_rank, room, nonce, body, len_p);
-    msg_prealloc_t p = { aux_slot, (uint32_t)npages, (uint32_t)(writes != 0) };
+    msg_prealloc_t p = { aux_slot, (uint32_t)npages, (uint32_t)writes };
 
     if (m == NULL) {
         return NULL;
@@ -199,7 +200,7 @@ static kvx_status_t msg_decode_prealloc(const char *body, size_t body_len,
         return msg_bad(why, why_len, "PREALLOC grants %u pages; at most %zu fit the pool", p.npages,
                        limits->max_pages);
     }
-    if (p.writes > 1 || p.aux_slot < -1) {
+    if (p.writes > MSG_WRITES_MESSAGES || p.aux_slot < -1) {
         return msg_bad(why, why_len, "PREALLOC has writes=%u aux_slot=%lld", p.writes,
                        (long long)p.aux_slot);
     }
@@ -232,6 +233,7 @@ static size_t msg_body_len(unsigned type)
     case MSG_VERDICT:
         return sizeof(msg_failure_t);
     case MSG_DATA:
+    case MSG_AUX:
         return sizeof(msg_data_t);
     default:
         return 0;
@@ -289,6 +291,14 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
             m.u.data.pos > limits->max_pages - m.u.data.npages) {
             return msg_bad(why, why_len, "DATA for pages [%u, +%u) of a pool of %zu", m.u.data.pos,
                            m.u.data.npages, limits->max_pages);
+        }
+        break;
+    case MSG_AUX:
+        memcpy(&m.u.data, body, sizeof(m.u.data));
+        if (m.u.data.layer != 0 || m.u.data.comp != 0 || m.u.data.pos != 0 ||
+            m.u.data.npages != 0) {
+            return msg_bad(why, why_len, "AUX with layer %u comp %u pages [%u, +%u): must be 0",
+                           m.u.data.layer, m.u.data.comp, m.u.data.pos, m.u.data.npages);
         }
         break;
     case MSG_FAIL:

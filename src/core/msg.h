@@ -31,6 +31,7 @@ typedef enum msg_type {
     MSG_RECEIVED,     /* decode -> prefill: the room is SUCCESS on this decode rank */
     MSG_VERDICT,      /* decode -> prefill: the decode instance agreed FAILED; its root cause */
     MSG_DATA,         /* prefill -> decode, on MSG_DATA_ID: KV data for the decode to unpack */
+    MSG_AUX,          /* prefill -> decode, on MSG_DATA_ID: the aux row, when pages are messages */
     MSG_TYPE_MAX
 } msg_type_t;
 
@@ -45,11 +46,18 @@ typedef struct msg_hdr {
     uint64_t nonce; /* the decode room's incarnation (0 outside rooms) */
 } msg_hdr_t;
 
-/* Body of MSG_PREALLOC, followed by npages uint32 page ids. */
+/* How a PREALLOC asks the prefill rank to deliver its pages. */
+enum {
+    MSG_WRITES_NONE = 0,     /* control only: it writes nothing to this decode rank */
+    MSG_WRITES_PUTS = 1,     /* puts (or data messages where the plan mode is UNPACK) */
+    MSG_WRITES_MESSAGES = 2, /* every page and the aux row as data messages (KVX_WRITES) */
+};
+
+/* Body of MSG_PREALLOC, followed by npages uint32 page ids (when it writes). */
 typedef struct msg_prealloc {
     int64_t aux_slot; /* -1: none (or this prefill rank is not the aux writer) */
     uint32_t npages;
-    uint32_t writes; /* 1 when the receiver writes pages (else control only) */
+    uint32_t writes; /* MSG_WRITES_* */
 } msg_prealloc_t;
 
 /* Body of MSG_DONE. */
@@ -68,6 +76,9 @@ typedef struct msg_data {
 } msg_data_t;
 
 #define MSG_DATA_LEN (sizeof(msg_hdr_t) + sizeof(msg_data_t))
+
+/* MSG_AUX has a MSG_DATA header (all of msg_data_t zero) and carries the aux
+ * row (msg_aux_header_t and the payload) for the decode rank's aux slot. */
 
 /* Body of MSG_FAIL: a kvx_failure_t in fixed-width fields. */
 typedef struct msg_failure {
@@ -120,9 +131,10 @@ void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failur
 /* A FAIL or a VERDICT: both carry a failure record. */
 void *msg_new_failure(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
                       const kvx_failure_t *f, size_t *len_p);
-/* Writes a MSG_DATA header into buf (MSG_DATA_LEN bytes): data messages are
- * posted on the hot path, so nothing is allocated. */
-void msg_put_data(void *buf, int src_rank, uint64_t room, uint64_t nonce, const msg_data_t *d);
+/* Writes a MSG_DATA (or MSG_AUX) header into buf (MSG_DATA_LEN bytes): data
+ * messages are posted on the hot path, so nothing is allocated. */
+void msg_put_data(void *buf, msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
+                  const msg_data_t *d);
 
 const char *msg_type_name(unsigned type);
 

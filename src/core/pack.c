@@ -19,6 +19,13 @@
  * gathered into a slot through a copy engine first, and the decode rank
  * scatters it through its own. The staging area is then cuda_stage.c's.
  *
+ * Messages only: a decode rank whose endpoint has no native RMA asks for
+ * every run as a data message, whatever the layouts (KVX_WRITES). Runs
+ * strided here are gathered into a slot first, in plan_iter order; the aux
+ * row goes as MSG_AUX; nothing is flushed (the decode counts what arrived).
+ * On a staged memory path such a pair is STAGED (its runs already travel
+ * as data messages), and only the aux row changes.
+ *
  * A target that finds no free slot waits on ctx->pack_wait_*; completions
  * kick the progress thread, which pumps the waiting targets again.
  */
@@ -33,32 +40,42 @@
 /* Slots of the ring: operations in flight that hold one, over all peers. */
 #define PACK_SLOTS 4096
 
-/* The mode of this rank's pair with a peer of the other role, and the
- * bytes of its largest operation. */
-static plan_mode_t pack_peer_mode(const kvx_ctx_t *ctx, const peer_t *peer, size_t *op_p)
+/* This rank's pair with a peer of the other role, and how its pages
+ * travel: a writer asked for data messages (KVX_WRITES) sends every run as
+ * one, whatever the layouts (mode UNPACK), and on the memory path's staged
+ * pairs (cuda_stage.c) every run crosses host staging (mode STAGED).
+ * Returns 0 when no pages flow between the two. */
+static int pack_peer_geom(const kvx_ctx_t *ctx, const peer_t *peer, plan_geom_t *g,
+                          plan_mode_t *mode_p)
 {
     plan_pair_t pair;
-    plan_geom_t g;
 
-    *op_p = 0;
     if (peer->role == ctx->role) {
-        return PLAN_DIRECT;
+        return 0;
     }
     if (ctx->role == KVX_ROLE_PREFILL) {
         plan_pair(&ctx->my, ctx->tp_rank, peer->kvl, peer->tp_rank, &pair);
-        plan_geom_init(&g, &ctx->my, ctx->num_pages, peer->kvl, peer->num_pages, &pair);
+        plan_geom_init(g, &ctx->my, ctx->num_pages, peer->kvl, peer->num_pages, &pair);
     } else {
         plan_pair(peer->kvl, peer->tp_rank, &ctx->my, ctx->tp_rank, &pair);
-        plan_geom_init(&g, peer->kvl, peer->num_pages, &ctx->my, ctx->num_pages, &pair);
+        plan_geom_init(g, peer->kvl, peer->num_pages, &ctx->my, ctx->num_pages, &pair);
     }
-    *op_p = (size_t)plan_op_pages(&g) * g.pair_page_bytes;
-    return pair.writes ? cstage_mode(ctx, plan_mode(&g)) : PLAN_DIRECT;
+    *mode_p = cstage_mode(ctx, peer->msg_writes ? PLAN_UNPACK : plan_mode(g));
+    return pair.writes;
+}
+
+/* Does this prefill rank need staging bytes to send t's runs as data
+ * messages (its runs are strided here, or staged), and are there enough? */
+static int pack_area_ok(const kvx_ctx_t *ctx, const target_t *t, int *needed_p)
+{
+    *needed_p = t->mode == PLAN_STAGED || !plan_src_contiguous(&t->geom);
+    return !*needed_p || ctx->staging.size >= 2 * plan_max_op(&t->geom);
 }
 
 kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
     int need_slots = 0, need_area = 0;
-    size_t bytes = ctx->cfg.staging_bytes, op, max_op = PLAN_MAX_OP;
+    size_t bytes = ctx->cfg.staging_bytes, need_bytes = 2 * PLAN_MAX_OP;
     kvx_status_t status = kucx_set_am_data_handler(&ctx->ucx, MSG_DATA_ID, unpack_am_cb, ctx);
 
     if (status != KVX_OK) {
@@ -66,21 +83,34 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
         return status;
     }
     for (int i = 0; i < ctx->npeers; i++) {
-        plan_mode_t mode = pack_peer_mode(ctx, &ctx->peers[i], &op);
-        int area = mode == PLAN_STAGED ||
-                   mode == (ctx->role == KVX_ROLE_PREFILL ? PLAN_PACK : PLAN_UNPACK);
+        plan_mode_t mode;
+        plan_geom_t g;
+        int area;
 
-        need_slots |= ctx->role == KVX_ROLE_PREFILL ? mode != PLAN_DIRECT : area;
+        if (!pack_peer_geom(ctx, &ctx->peers[i], &g, &mode)) {
+            continue;
+        }
+        if (ctx->role == KVX_ROLE_PREFILL) {
+            need_slots |= mode != PLAN_DIRECT;
+            area = mode == PLAN_PACK || mode == PLAN_STAGED ||
+                   (mode == PLAN_UNPACK && !plan_src_contiguous(&g));
+        } else {
+            need_slots |= mode == PLAN_UNPACK || mode == PLAN_STAGED;
+            area = mode == PLAN_UNPACK || mode == PLAN_STAGED;
+        }
         need_area |= area;
-        max_op = area && op > max_op ? op : max_op;
+        if (area && 2 * plan_max_op(&g) > need_bytes) {
+            need_bytes = 2 * plan_max_op(&g);
+        }
     }
     if (!need_slots) {
         return KVX_OK;
     }
-    if (need_area && bytes < 2 * max_op) {
+    if (need_area && bytes < need_bytes) {
         failure_set(why, KVX_ERR_CONFIG, KVX_STAGE_INIT, NULL,
-                    "KVX_STAGING_BYTES=%zu is too small: this rank's %s needs at least %zu", bytes,
-                    ctx->cstage.on ? "memory path" : "TP ratio", 2 * max_op);
+                    "KVX_STAGING_BYTES=%zu is too small: this rank's %s need at least %zu", bytes,
+                    ctx->cstage.on ? "memory path and TP ratio" : "TP ratio and transports",
+                    need_bytes);
         return KVX_ERR_CONFIG;
     }
     status = ctx->cstage.on
@@ -93,6 +123,23 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
                                                : "data messages to unpack");
     }
     return status;
+}
+
+kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why)
+{
+    int needed;
+
+    t->msgs = 1;
+    t->mode = cstage_mode(ctx, PLAN_UNPACK);
+    if (ctx->staging.cap > 0 && pack_area_ok(ctx, t, &needed)) {
+        return KVX_OK;
+    }
+    failure_set_room(why, t->room->id, KVX_ERR_CONFIG, KVX_STAGE_PREALLOC, NULL,
+                     "%s asks for pages as data messages, but this rank set %s aside for them "
+                     "(its endpoint has native RMA here: set KVX_WRITES alike on every rank)",
+                     t->peer->name,
+                     needed && ctx->staging.cap > 0 ? "too few staging bytes" : "no staging");
+    return KVX_ERR_CONFIG;
 }
 
 void pack_cleanup(kvx_ctx_t *ctx)
@@ -208,7 +255,8 @@ static void pack_done_cb(void *request, ucs_status_t status, void *user)
 
     staging_release(&ctx->staging, slot);
     ctx->pack_kick = 1;
-    if (t->mode == PLAN_UNPACK && --t->pack_inflight == 0) {
+    /* Data messages and aux rows (t->msgs) count in pack_inflight. */
+    if ((t->mode == PLAN_UNPACK || t->msgs) && --t->pack_inflight == 0) {
         pack_wait(ctx, t); /* it may finish now */
     }
     sender_put_cb(request, status, t);
@@ -292,25 +340,72 @@ static int pack_put(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub)
     return pack_posted(ctx, t, slot, sub, status, ucs, "packed put to");
 }
 
+/* Copies the pieces of sub back to back, in plan_iter order: the data of
+ * a message (unpack.c reads it in the same order). */
+static void pack_gather(const target_t *t, const char *src, const plan_run_t *sub, char *dst)
+{
+    plan_iter_t it;
+    size_t so, doff, n, at = 0;
+
+    plan_iter_init(&it, &t->geom, sub);
+    while (plan_iter_next(&it, &so, &doff, &n)) {
+        memcpy(dst + at, src + so, n);
+        at += n;
+    }
+}
+
 static int pack_send(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
 {
     const plan_geom_t *g = &t->geom;
     unsigned b = t->layer * ctx->my.comps + t->comp;
     const char *src = (const char *)ctx->pool.buf[b] + g->sbase + sub->src * g->spage;
+    size_t len = (size_t)sub->count * g->pair_page_bytes;
+    ucp_mem_h memh = ctx->pool.regions[ctx->pool.buf_region[b]].memh;
     msg_data_t d = { t->layer, t->comp, (uint32_t)pos, sub->count };
-    staging_slot_t *slot = pack_slot(ctx, t, 0);
+    int gather = !plan_src_contiguous(g);
+    staging_slot_t *slot = pack_slot(ctx, t, gather ? len : 0);
     ucs_status_t ucs = UCS_OK;
     kvx_status_t status;
 
     if (slot == NULL) {
         return -1;
     }
-    msg_put_data(slot->hdr, ctx->rank, t->room->id, t->nonce, &d);
-    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, src,
-                               (size_t)sub->count * g->pair_page_bytes,
-                               ctx->pool.regions[ctx->pool.buf_region[b]].memh, pack_done_cb, slot,
-                               &ucs);
+    /* Runs strided in this pool (data messages asked for by the decode)
+     * are gathered into the slot; contiguous ones go from the pool. */
+    if (gather) {
+        pack_gather(t, ctx->pool.buf[b], sub, staging_at(&ctx->staging, slot));
+        src = staging_at(&ctx->staging, slot);
+        memh = ctx->staging.region.memh;
+    }
+    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room->id, t->nonce, &d);
+    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, src, len, memh,
+                               pack_done_cb, slot, &ucs);
     return pack_posted(ctx, t, slot, sub, status, ucs, "data message to");
+}
+
+int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len)
+{
+    msg_data_t d = { 0, 0, 0, 0 };
+    staging_slot_t *slot = pack_slot(ctx, t, 0);
+    ucs_status_t ucs = UCS_OK;
+    kvx_status_t status;
+
+    if (slot == NULL) {
+        return 0; /* pumped again when a slot is free */
+    }
+    msg_put_data(slot->hdr, MSG_AUX, ctx->rank, t->room->id, t->nonce, &d);
+    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, row, len, NULL,
+                               pack_done_cb, slot, &ucs);
+    if (status != KVX_INPROGRESS) {
+        staging_release(&ctx->staging, slot);
+    }
+    if (status != KVX_OK && status != KVX_INPROGRESS) {
+        sender_fail(ctx, t, status, KVX_STAGE_AUX, ucs, "aux row to");
+        return 0;
+    }
+    sender_account(t, len, status);
+    t->pack_inflight += status == KVX_INPROGRESS;
+    return 1;
 }
 
 int pack_post(kvx_ctx_t *ctx, target_t *t)

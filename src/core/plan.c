@@ -224,6 +224,16 @@ plan_mode_t plan_mode(const plan_geom_t *g)
     return PLAN_DIRECT;
 }
 
+int plan_src_contiguous(const plan_geom_t *g)
+{
+    return plan_pieces_sides(g, 2, PLAN_SRC) == 1;
+}
+
+size_t plan_max_op(const plan_geom_t *g)
+{
+    return (size_t)plan_op_pages(g) * g->pair_page_bytes;
+}
+
 const char *plan_mode_name(plan_mode_t mode)
 {
     return mode == PLAN_PACK     ? "packed"

@@ -111,6 +111,11 @@ typedef enum plan_mode { PLAN_DIRECT = 0, PLAN_PACK, PLAN_UNPACK, PLAN_STAGED } 
 
 plan_mode_t plan_mode(const plan_geom_t *g);
 const char *plan_mode_name(plan_mode_t mode);
+/* Are a run's bytes contiguous in the source pool, in the order plan_iter
+ * yields the pieces? Then a data message carries them straight from there. */
+int plan_src_contiguous(const plan_geom_t *g);
+/* The most bytes one packed put or data message carries. */
+size_t plan_max_op(const plan_geom_t *g);
 /* Pages one packed put or data message carries at most (at least 1). */
 uint32_t plan_op_pages(const plan_geom_t *g);
 /* Operations (puts, or data messages) a run of count pages takes per

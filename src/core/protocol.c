@@ -86,7 +86,24 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
                               size_t len)
 {
     room_t *room = room_find(ctx, m->hdr.room);
+    int stale = peer->role != ctx->role
+                    ? sender_msg_stale(ctx, room != NULL && room->user_open ? room : NULL, peer,
+                                       m->hdr.nonce)
+                    : 0;
 
+    if (stale == 1) {
+        /* Say a closed room's late FAIL, RECEIVED or VERDICT: kept, it
+         * would fail the next room with the same id. */
+        kvx_rdebug(m->hdr.room, "dropping a %s from %s about a closed incarnation of the room",
+                   msg_type_name(m->hdr.type), peer->name);
+        return;
+    }
+    if (stale == 2) {
+        kvx_rwarn(m->hdr.room, "ignoring a %s from %s about another incarnation of the room",
+                  msg_type_name(m->hdr.type), peer->name);
+        ctx->bad_msgs++;
+        return;
+    }
     if (room == NULL && ctx->role == KVX_ROLE_PREFILL && m->hdr.type == MSG_PREALLOC) {
         /* A room the application closed before this grant came still
          * answers it (sender_on_prealloc: FAIL and DRAINED). */
@@ -153,7 +170,7 @@ void protocol_dispatch(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void 
     case MSG_PING:
         break;
     case MSG_BYE:
-        peer->bye = 1;
+        peer_on_bye(ctx, peer);
         break;
     default:
         protocol_room_msg(ctx, peer, m, buf, len);

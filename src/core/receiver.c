@@ -1,7 +1,8 @@
 /*
  * receiver.c - the decode side of a room: grants (PREALLOC) to the prefill
  * ranks that share heads with this rank, and completion when every writer
- * said DONE and the aux row carries this room.
+ * said DONE (and all its data messages were unpacked) and the aux row
+ * carries this room.
  */
 #include "config.h"
 
@@ -36,9 +37,12 @@ static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
     for (unsigned i = 0; i < room->nsources; i++) {
         source_t *s = &room->sources[i];
         size_t len;
+        int writes = !s->pair.writes ? MSG_WRITES_NONE
+                     : s->msgs       ? MSG_WRITES_MESSAGES
+                                     : MSG_WRITES_PUTS;
         void *m = msg_new_prealloc(ctx->rank, room->id, room->nonce,
-                                   s->pair.aux_writer ? room->aux_slot : -1, s->pair.writes,
-                                   room->pages, room->npages, &len);
+                                   s->pair.aux_writer ? room->aux_slot : -1, writes, room->pages,
+                                   room->npages, &len);
 
         if (m == NULL) {
             return KVX_ERR_NO_MEMORY;
@@ -74,6 +78,9 @@ kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, 
         }
         s->peer =
             peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_PREFILL, room->peer_instance, p));
+        /* Pages of a writer whose endpoint has no native RMA come as data
+         * messages (KVX_WRITES): this rank chooses, the grant tells. */
+        s->msgs = s->pair.writes && s->peer->msg_writes;
         room->nwriters += s->pair.writes;
         n++;
     }
@@ -146,7 +153,9 @@ void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
     for (unsigned i = 0; i < room->nsources && room->granted; i++) {
         const source_t *s = &room->sources[i];
 
-        if (s->pair.writes && !s->done && !s->drained) {
+        /* A writer of data messages cannot touch the pages any more:
+         * what it still sends for a failed room is dropped (unpack.c). */
+        if (s->pair.writes && !s->done && !s->drained && !s->msgs) {
             return;
         }
     }
@@ -165,7 +174,7 @@ void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
     char pages[256];
     size_t o = 0;
 
-    if (room->pages_state != KVX_PAGES_DRAINING || now - room->entered <= ctx->cfg.drain_timeout) {
+    if (room->pages_state != KVX_PAGES_DRAINING || room_age(room, now) <= ctx->cfg.drain_timeout) {
         return;
     }
     room->pages_state = KVX_PAGES_QUARANTINED;

@@ -158,6 +158,7 @@ void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify)
 void room_free(kvx_ctx_t *ctx, room_t *room)
 {
     agree_forget(ctx, room);
+    sender_bury(ctx, room);
     /* A closed room may have been moved aside for a new room with its id. */
     if (hmap_get(&ctx->rooms, room->id) == room) {
         hmap_remove(&ctx->rooms, room->id);
@@ -244,7 +245,7 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
     }
     failure_set_room(&f, room->id, KVX_ERR_TIMEOUT, room_stage(room), NULL,
                      "%s for %.3f s waiting for %s (%s deadline)", kvx_room_state_name(room->state),
-                     kvx_ns_to_s(now - room->entered), waiting_for,
+                     kvx_ns_to_s(room_age(room, now)), waiting_for,
                      room->user_open ? "state" : "unopened room");
     room_fail(ctx, room, &f, 1);
 }
@@ -267,7 +268,7 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
             continue;
         }
         timeout = room->user_open ? room_timeout(ctx, room) : ctx->cfg.bootstrap_timeout;
-        if (!room->user_open && room_terminal(room) && now - room->entered > timeout) {
+        if (!room->user_open && room_terminal(room) && room_age(room, now) > timeout) {
             /* A shadow of early messages for a room nobody opened: forget it. */
             room->closed = 1;
             if (room->refs == 0 && room->slot < 0 && !agree_in_round(ctx)) {
@@ -278,7 +279,7 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
         }
         /* A prefill room whose pages were all delivered waits for the decode's
          * receipt without a deadline: the decode's own deadline covers it. */
-        if (timeout != 0 && !room_terminal(room) && now - room->entered > timeout &&
+        if (timeout != 0 && !room_terminal(room) && room_age(room, now) > timeout &&
             !sender_delivered(room)) {
             room_expire(ctx, room, now);
         }

@@ -69,8 +69,8 @@ static kvx_status_t room_api_check_pages(kvx_ctx_t *ctx, uint64_t id, const uint
     }
     if (aux_slot < -1 || (aux_slot >= 0 && (uint64_t)aux_slot >= ctx->pool.aux_slots)) {
         failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_PREALLOC, NULL,
-                         "aux slot %lld is outside 0..%zu (or -1 for none)", (long long)aux_slot,
-                         ctx->pool.aux_slots);
+                         "aux slot %lld is not one of the %zu aux slots (or -1 for none)",
+                         (long long)aux_slot, ctx->pool.aux_slots);
         return KVX_ERR_INVALID_PARAM;
     }
     seen = calloc(ctx->num_pages, 1);
@@ -96,6 +96,29 @@ static kvx_status_t room_api_check_pages(kvx_ctx_t *ctx, uint64_t id, const uint
     return KVX_OK;
 }
 
+/* A room can hold no more pages than the decode instance's pool, whose
+ * grant lists distinct pages: a larger one could never be granted (and its
+ * page list is allocated at open). */
+static kvx_status_t room_api_check_total(kvx_ctx_t *ctx, uint64_t id, int decode_instance,
+                                         size_t npages_total, kvx_failure_t *why)
+{
+    size_t pool = 0;
+
+    for (int d = 0; d < ctx->job.tp[KVX_ROLE_DECODE] && pool == 0; d++) {
+        const peer_t *peer =
+            peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_DECODE, decode_instance, d));
+
+        pool = peer != NULL ? peer->num_pages : 0;
+    }
+    if (npages_total == 0 || npages_total > (pool != 0 ? pool : ctx->limits.max_pages)) {
+        failure_set_room(why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                         "npages_total=%zu: a room sends 1 to %zu pages (the pool of decode[%d])",
+                         npages_total, pool != 0 ? pool : ctx->limits.max_pages, decode_instance);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    return KVX_OK;
+}
+
 /* Opens the application's room over a shadow of early messages, if any,
  * and replays them. */
 static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int other,
@@ -104,10 +127,18 @@ static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side
     room_t *room = hmap_get(&ctx->rooms, id);
     kvx_status_t status;
 
-    if (room != NULL && room->closed) {
+    if (room != NULL && room->closed && room->refs == 0 && room->slot < 0 && !agree_in_round(ctx)) {
+        /* Kept only to answer late grants: the new room has the id now. */
+        room_free(ctx, room);
+        room = NULL;
+    } else if (room != NULL && room->closed) {
         /* A closed room still referenced by UCX keeps its memory; its id
-         * moves aside so the new room can have it. */
+         * moves aside so the new room can have it, and room_unref() frees
+         * it (it answers no grant any more: only rooms in the table are
+         * looked at again). */
         hmap_remove(&ctx->rooms, id);
+        sender_bury(ctx, room);
+        room->user_open = 0;
         room = NULL;
     }
     if (room == NULL) {
@@ -142,17 +173,20 @@ static void room_api_replay(kvx_ctx_t *ctx, room_t *room)
     }
 }
 
-/* Right after open: a peer of the room already lost fails it now (not at
- * its bootstrap deadline), and so does an injected bootstrap fault. */
+/* Right after open: a peer of the room already lost or shutting down fails
+ * it now (not at its bootstrap deadline), and so does an injected bootstrap
+ * fault. */
 static void room_api_opened(kvx_ctx_t *ctx, room_t *room)
 {
     fault_action_t act;
 
     for (unsigned t = 0; t < room->ntargets; t++) {
         peer_fail_if_lost(ctx, room, room->targets[t].peer);
+        peer_fail_if_gone(ctx, room, room->targets[t].peer);
     }
     for (unsigned s = 0; s < room->nsources; s++) {
         peer_fail_if_lost(ctx, room, room->sources[s].peer);
+        peer_fail_if_gone(ctx, room, room->sources[s].peer);
     }
     if (!room_terminal(room) && fault_at(ctx, KVX_STAGE_BOOTSTRAP, room, &act) == FAULT_FAIL) {
         room_fail(ctx, room, &act.failure, 1);
@@ -204,10 +238,8 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
         return status;
     }
     status = room_api_check_open(ctx, id, KVX_ROLE_PREFILL, decode_instance, &why);
-    if (status == KVX_OK && (npages_total == 0 || npages_total > UINT32_MAX)) {
-        failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
-                         "npages_total=%zu: a room sends at least one page", npages_total);
-        status = KVX_ERR_INVALID_PARAM;
+    if (status == KVX_OK) {
+        status = room_api_check_total(ctx, id, decode_instance, npages_total, &why);
     }
     if (status == KVX_OK) {
         status = room_api_create(ctx, id, KVX_ROLE_PREFILL, decode_instance, &room);

@@ -161,7 +161,7 @@ int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
         return 1;
     }
     for (unsigned i = 0; i < room->ntargets; i++) {
-        if (room->targets[i].peer->lost) {
+        if (room->targets[i].peer->lost || room->targets[i].peer->bye) {
             return 1; /* no verdict can come */
         }
     }
@@ -307,7 +307,7 @@ static int sender_next_piece(kvx_ctx_t *ctx, target_t *t, size_t *so, size_t *do
 }
 
 /* Puts the aux row into the decode's slot (before the flush, which then
- * covers it). */
+ * covers it), or sends it as MSG_AUX to a decode that asked for messages. */
 static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
 {
     room_t *room = t->room;
@@ -318,6 +318,9 @@ static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
     if (!t->pair.aux_writer || t->aux_slot < 0) {
         t->aux_posted = 1;
         return 1;
+    }
+    if (t->aux_row != NULL) {
+        goto send; /* a MSG_AUX that waited for a slot */
     }
     switch (fault_at(ctx, KVX_STAGE_AUX, room, &act)) {
     case FAULT_FAIL:
@@ -333,7 +336,6 @@ static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
     default:
         break;
     }
-    t->aux_posted = 1;
     t->aux_row = malloc(len);
     if (t->aux_row == NULL) {
         kvx_failure_t f;
@@ -347,6 +349,12 @@ static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
     if (room->aux_len > 0) {
         memcpy((char *)t->aux_row + sizeof(h), room->aux, room->aux_len);
     }
+send:
+    if (t->msgs) {
+        t->aux_posted = pack_send_aux(ctx, t, t->aux_row, len);
+        return t->aux_posted;
+    }
+    t->aux_posted = 1;
     return sender_put(ctx, t, t->aux_row, len,
                       t->peer->aux_addr + (uint64_t)t->aux_slot * t->peer->aux_stride,
                       t->peer->aux_rkey, NULL, KVX_STAGE_AUX);
@@ -357,6 +365,12 @@ static void sender_flush(kvx_ctx_t *ctx, target_t *t)
     ucs_status_t ucs;
     kvx_status_t status;
 
+    /* Data messages need no flush: the decode counts what arrived, and
+     * drops whatever arrives for a room that failed. */
+    if (t->msgs) {
+        sender_flushed(ctx, t, UCS_OK);
+        return;
+    }
     t->flushing = 1;
     status = kucx_flush(t->peer->ep, sender_flush_cb, t, &ucs);
     if (status == KVX_INPROGRESS) {
@@ -375,6 +389,33 @@ void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce)
     }
 }
 
+void sender_bury(kvx_ctx_t *ctx, const room_t *room)
+{
+    for (unsigned i = 0; room->side == KVX_ROLE_PREFILL && i < room->ntargets; i++) {
+        if (room->targets[i].nonce != 0) {
+            ctx->dead_nonce[ctx->dead_next++ % KVX_DEAD_NONCES] = room->targets[i].nonce;
+        }
+    }
+}
+
+int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *peer, uint64_t nonce)
+{
+    if (nonce == 0 || ctx->role != KVX_ROLE_PREFILL) {
+        return 0; /* a FAIL from before the grant names no incarnation */
+    }
+    for (unsigned i = 0; room != NULL && i < room->ntargets; i++) {
+        if (room->targets[i].peer == peer && room->targets[i].nonce != 0) {
+            return room->targets[i].nonce != nonce ? 2 : 0;
+        }
+    }
+    for (unsigned i = 0; i < KVX_DEAD_NONCES && i < ctx->dead_next; i++) {
+        if (ctx->dead_nonce[i] == nonce) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 void sender_drain(kvx_ctx_t *ctx, room_t *room)
 {
     for (unsigned i = 0; i < room->ntargets; i++) {
@@ -391,7 +432,7 @@ void sender_drain(kvx_ctx_t *ctx, room_t *room)
         if (!t->pair.writes || !t->granted || t->done_sent || t->drained_sent || t->flushing) {
             continue;
         }
-        if (t->puts == 0) {
+        if (t->puts == 0 || t->msgs) {
             sender_send_drained(ctx, t);
         } else {
             sender_flush(ctx, t);
@@ -578,7 +619,7 @@ static int sender_check_grant(kvx_ctx_t *ctx, target_t *t, const msg_t *m, const
     room_t *room = t->room;
     const msg_prealloc_t *p = &m->u.prealloc;
 
-    if ((int)p->writes != t->pair.writes) {
+    if ((p->writes != MSG_WRITES_NONE) != t->pair.writes) {
         failure_set_room(f, room->id, KVX_ERR_PROTOCOL, KVX_STAGE_PREALLOC, NULL,
                          "%s granted as %s, but the plan says it %s", t->peer->name,
                          p->writes ? "a writer" : "control only",
@@ -676,12 +717,15 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         room_fail(ctx, room, &f, 1);
         return;
     }
-    if (t->pair.writes) {
+    /* Page ids only travel in a writer's grant: a control-only grant to a
+     * rank the plan makes write carries none (sender_check_grant refuses it). */
+    if (t->pair.writes && m->u.prealloc.writes != MSG_WRITES_NONE) {
         memcpy(t->dst, m->pages, (size_t)m->u.prealloc.npages * sizeof(uint32_t));
     }
     t->granted = 1;
     room->ngranted++;
-    if (!sender_check_grant(ctx, t, m, t->dst, &f)) {
+    if (!sender_check_grant(ctx, t, m, t->dst, &f) ||
+        (m->u.prealloc.writes == MSG_WRITES_MESSAGES && pack_use_messages(ctx, t, &f) != KVX_OK)) {
         room_fail(ctx, room, &f, 1);
         return;
     }

@@ -1,8 +1,10 @@
 /*
- * unpack.c - the receiver side of data messages (plan mode UNPACK): a
- * writer whose heads this rank interleaves with other writers' within every
- * token sends each run as one MSG_DATA active message, and this rank copies
- * the heads into its pages.
+ * unpack.c - the receiver side of data messages: a writer whose heads this
+ * rank interleaves with other writers' within every token (plan mode
+ * UNPACK), or any writer asked for messages because the endpoint has no
+ * native RMA (KVX_WRITES), sends each run as MSG_DATA active messages, and
+ * this rank copies the heads into its pages; such a writer sends the aux
+ * row as MSG_AUX.
  *
  * An eager message is unpacked inside the handler. A rendezvous message is
  * received into a slot of the staging area first (when none is free it
@@ -53,7 +55,7 @@ static size_t unpack_page_bytes(const kvx_ctx_t *ctx, const source_t *s)
         return 0;
     }
     unpack_geom(ctx, s, &g);
-    switch (cstage_mode(ctx, plan_mode(&g))) {
+    switch (s->msgs ? PLAN_UNPACK : cstage_mode(ctx, plan_mode(&g))) {
     case PLAN_UNPACK:
     case PLAN_STAGED:
         return g.pair_page_bytes;
@@ -68,9 +70,15 @@ static uint64_t unpack_expected(const kvx_ctx_t *ctx, const room_t *room, const 
     return (uint64_t)room->npages * unpack_page_bytes(ctx, s) * ctx->my.kv.layers * ctx->my.comps;
 }
 
+/* Does a writer of data messages owe this room its aux row? */
+static int unpack_owes_aux(const room_t *room, const source_t *s)
+{
+    return s->msgs && s->pair.aux_writer && room->aux_slot >= 0;
+}
+
 int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s)
 {
-    return s->unpacked == unpack_expected(ctx, room, s);
+    return s->unpacked == unpack_expected(ctx, room, s) && (!unpack_owes_aux(room, s) || s->aux_in);
 }
 
 static void unpack_fail(kvx_ctx_t *ctx, room_t *room, kvx_status_t status, const char *foreign,
@@ -90,66 +98,109 @@ static void unpack_fail(kvx_ctx_t *ctx, room_t *room, kvx_status_t status, const
     room_fail(ctx, room, &f, 1);
 }
 
-/* The open decode room and writing source a data message is for, checked
- * against the room; NULL when it must be dropped (the room failed if the
- * message could not be of it). */
-static source_t *unpack_find(kvx_ctx_t *ctx, const msg_t *m, size_t len, room_t **room_p)
+/* Checks an aux row message of len bytes from s. */
+static int unpack_check_aux(kvx_ctx_t *ctx, room_t *room, const source_t *s, size_t len)
 {
-    room_t *room = room_find(ctx, m->hdr.room);
-    peer_t *peer = peer_of_rank(ctx, m->hdr.src_rank);
-    const msg_data_t *d = &m->u.data;
-    source_t *s = NULL;
-    size_t page_bytes;
+    if (!unpack_owes_aux(room, s) || s->aux_in) {
+        unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
+                    "%s sent %s aux row, but it owes this room none (aux slot %lld)", s->peer->name,
+                    s->aux_in ? "a second" : "an", (long long)room->aux_slot);
+        return 0;
+    }
+    if (len < sizeof(msg_aux_header_t) || len > ctx->pool.aux_stride) {
+        unpack_fail(ctx, room, KVX_ERR_AUX, NULL,
+                    "%s sent an aux row of %zu bytes; a slot holds %zu", s->peer->name, len,
+                    ctx->pool.aux_stride);
+        return 0;
+    }
+    return 1;
+}
 
-    if (room == NULL || !room->user_open || room->side != KVX_ROLE_DECODE ||
-        m->hdr.nonce != room->nonce || room_terminal(room) || peer == NULL) {
-        kvx_rdebug(m->hdr.room, "dropping DATA from rank %d: no such room open", m->hdr.src_rank);
-        return NULL;
-    }
-    for (unsigned i = 0; i < room->nsources && s == NULL; i++) {
-        s = room->sources[i].peer == peer ? &room->sources[i] : NULL;
-    }
-    page_bytes = s != NULL ? unpack_page_bytes(ctx, s) : 0;
+/* Checks a DATA message of len bytes from s: its pages must be a run of
+ * the room's (consecutive in this rank's pool, as the writer cut them). */
+static int unpack_check_data(kvx_ctx_t *ctx, room_t *room, const source_t *s, const msg_data_t *d,
+                             size_t len)
+{
+    size_t page_bytes = unpack_page_bytes(ctx, s);
+
     if (page_bytes == 0) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
-                    "%s sent DATA but is not a writer that this rank unpacks", peer->name);
-        return NULL;
+                    "%s sent DATA but is not a writer that this rank unpacks", s->peer->name);
+        return 0;
     }
     if (d->layer >= ctx->my.kv.layers || d->comp >= ctx->my.comps ||
         d->pos + (size_t)d->npages > room->npages) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
                     "%s sent DATA for pages [%u, +%u) of a room of %zu pages (or a bad layer)",
-                    peer->name, d->pos, d->npages, room->npages);
-        return NULL;
+                    s->peer->name, d->pos, d->npages, room->npages);
+        return 0;
     }
     if (len != page_bytes * d->npages || s->unpacked + len > unpack_expected(ctx, room, s)) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
                     "%s sent DATA of %zu bytes for pages [%u, +%u): not what its heads hold",
-                    peer->name, len, d->pos, d->npages);
+                    s->peer->name, len, d->pos, d->npages);
+        return 0;
+    }
+    for (uint32_t j = 1; j < d->npages; j++) {
+        if (room->pages[d->pos + j] != room->pages[d->pos] + j) {
+            unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
+                        "%s sent DATA for pages [%u, +%u), which are not a run of this pool",
+                        s->peer->name, d->pos, d->npages);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The open decode room and writing source a data message (DATA or AUX) is
+ * for, checked against the room; NULL when it must be dropped (the room
+ * failed if the message could not be of it). */
+static source_t *unpack_find(kvx_ctx_t *ctx, const msg_t *m, size_t len, room_t **room_p)
+{
+    room_t *room = room_find(ctx, m->hdr.room);
+    peer_t *peer = peer_of_rank(ctx, m->hdr.src_rank);
+    source_t *s = NULL;
+
+    if (room == NULL || !room->user_open || room->side != KVX_ROLE_DECODE ||
+        m->hdr.nonce != room->nonce || room_terminal(room) || peer == NULL) {
+        kvx_rdebug(m->hdr.room, "dropping %s from rank %d: no such room open",
+                   msg_type_name(m->hdr.type), m->hdr.src_rank);
+        return NULL;
+    }
+    for (unsigned i = 0; i < room->nsources && s == NULL; i++) {
+        s = room->sources[i].peer == peer ? &room->sources[i] : NULL;
+    }
+    if (s == NULL) {
+        unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL, "%s sent %s but is not a source of the room",
+                    peer->name, msg_type_name(m->hdr.type));
+        return NULL;
+    }
+    if (m->hdr.type == MSG_AUX ? !unpack_check_aux(ctx, room, s, len)
+                               : !unpack_check_data(ctx, room, s, &m->u.data, len)) {
         return NULL;
     }
     *room_p = room;
     return s;
 }
 
-/* Copies the writer's heads of pages [pos, pos + npages) into the pool. */
+/* Copies the writer's heads of the run of pages [pos, pos + npages) into
+ * the pool. The data holds the run's pieces back to back, in the order
+ * plan_iter yields them (for a writer whose run is contiguous in its pool,
+ * that is the run's bytes as they lie there). */
 static void unpack_data(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_data_t *d,
                         const char *data, size_t len)
 {
     char *pool = ctx->pool.buf[d->layer * ctx->my.comps + d->comp];
+    plan_run_t run = { 0, room->pages[d->pos], d->npages };
+    size_t so, doff, n, at = 0;
     plan_geom_t g;
+    plan_iter_t it;
 
     unpack_geom(ctx, s, &g);
-    for (uint32_t j = 0; j < d->npages; j++) {
-        /* The data holds the writer's pages back to back: page j at j * spage. */
-        plan_run_t one = { j, room->pages[d->pos + j], 1 };
-        plan_iter_t it;
-        size_t so, doff, n;
-
-        plan_iter_init(&it, &g, &one);
-        while (plan_iter_next(&it, &so, &doff, &n)) {
-            memcpy(pool + doff, data + (so - g.sbase), n);
-        }
+    plan_iter_init(&it, &g, &run);
+    while (plan_iter_next(&it, &so, &doff, &n) && at + n <= len) {
+        memcpy(pool + doff, data + at, n);
+        at += n;
     }
     unpack_count(ctx, room, s, len);
 }
@@ -171,6 +222,24 @@ source_t *unpack_slot_source(kvx_ctx_t *ctx, const staging_slot_t *slot, msg_t *
     return unpack_find(ctx, m, slot->len, room_p);
 }
 
+/* Puts the aux row into the room's slot (receiver_check_aux() checks it). */
+static void unpack_aux(kvx_ctx_t *ctx, room_t *room, source_t *s, const char *data, size_t len)
+{
+    memcpy((char *)ctx->pool.aux + (size_t)room->aux_slot * ctx->pool.aux_stride, data, len);
+    s->aux_in = 1;
+    receiver_source_complete(ctx, room, s);
+}
+
+static void unpack_deliver(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_t *m,
+                           const char *data, size_t len)
+{
+    if (m->hdr.type == MSG_AUX) {
+        unpack_aux(ctx, room, s, data, len);
+    } else {
+        unpack_data(ctx, room, s, &m->u.data, data, len);
+    }
+}
+
 /* Unpacks data that landed in a slot (or says why it did not land), then
  * frees the slot. */
 static void unpack_landed(kvx_ctx_t *ctx, staging_slot_t *slot, ucs_status_t status)
@@ -180,17 +249,19 @@ static void unpack_landed(kvx_ctx_t *ctx, staging_slot_t *slot, ucs_status_t sta
     msg_t m;
 
     if ((s = unpack_slot_source(ctx, slot, &m, &room)) != NULL) {
-        if (status == UCS_OK && ctx->cstage.on) {
-            /* The slot is released when the copies out of it completed. */
+        if (status == UCS_OK && ctx->cstage.on && m.hdr.type == MSG_DATA) {
+            /* The slot is released when the copies out of it completed
+             * (aux rows stay in host memory: delivered at once). */
             cstage_scatter(ctx, room, s, &m.u.data, slot);
             return;
         }
         if (status == UCS_OK) {
-            unpack_data(ctx, room, s, &m.u.data, staging_at(&ctx->staging, slot), slot->len);
+            unpack_deliver(ctx, room, s, &m, staging_at(&ctx->staging, slot), slot->len);
         } else {
             unpack_fail(ctx, room, kucx_status(status), ucs_status_string(status),
-                        "receiving DATA from %s failed (pages [%u, +%u), %zu bytes)", s->peer->name,
-                        m.u.data.pos, m.u.data.npages, slot->len);
+                        "receiving %s from %s failed (pages [%u, +%u), %zu bytes)",
+                        msg_type_name(m.hdr.type), s->peer->name, m.u.data.pos, m.u.data.npages,
+                        slot->len);
         }
     }
     staging_release(&ctx->staging, slot);
@@ -264,10 +335,10 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
 
     memset(&m, 0, sizeof(m));
     if (msg_decode(header, header_length, &ctx->limits, &m, why, sizeof(why)) != KVX_OK ||
-        m.hdr.type != MSG_DATA) {
+        (m.hdr.type != MSG_DATA && m.hdr.type != MSG_AUX)) {
         ctx->bad_msgs++;
         kvx_warn("malformed data message #%llu: %s", (unsigned long long)ctx->bad_msgs,
-                 m.hdr.type != MSG_DATA && m.hdr.magic == MSG_MAGIC ? "not DATA" : why);
+                 m.hdr.magic == MSG_MAGIC && m.hdr.type != 0 ? "not DATA or AUX" : why);
         return UCS_OK;
     }
     peer = peer_of_rank(ctx, m.hdr.src_rank);
@@ -279,10 +350,10 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
         return UCS_OK; /* rendezvous data is dropped and its send completes */
     }
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        if (ctx->cstage.on) {
+        if (ctx->cstage.on && m.hdr.type == MSG_DATA) {
             cstage_scatter_now(ctx, room, s, &m.u.data, data, length);
         } else {
-            unpack_data(ctx, room, s, &m.u.data, data, length);
+            unpack_deliver(ctx, room, s, &m, data, length);
         }
         return UCS_OK;
     }

@@ -100,6 +100,11 @@ kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *addre
 void kucx_ep_cancel(ucp_ep_h ep);
 /* Do all of the endpoint's lanes use shared memory (or self)? */
 int kucx_ep_is_shm(ucp_ep_h ep);
+/* Does a lane of the endpoint do RMA in hardware or the kernel (shared
+ * memory, CMA, RDMA)? Without one UCX emulates every put with active
+ * messages, whose target side then aborts the process when the initiator
+ * dies (UCX 1.13 over TCP): kvx sends data messages instead (pack.c). */
+int kucx_ep_native_rma(ucp_ep_h ep);
 /* Closes an endpoint after flushing it, progressing the worker for at most
  * timeout_ns. Returns 0 when the close did not finish: destroying the worker
  * then completes it (and whatever the endpoint still held). */

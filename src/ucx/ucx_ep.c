@@ -80,6 +80,32 @@ int kucx_ep_is_shm(ucp_ep_h ep)
     return lanes > 0;
 }
 
+int kucx_ep_native_rma(ucp_ep_h ep)
+{
+    char *text = NULL;
+    size_t text_len = 0;
+    FILE *f = open_memstream(&text, &text_len);
+    char *save = NULL;
+    int rma = 0;
+
+    if (f == NULL) {
+        return 1; /* cannot tell: puts, as UCX would choose */
+    }
+    ucp_ep_print_info(ep, f);
+    fclose(f);
+    /* A lane with an RMA role reads "... -> md[1]/cma/sysdev[255] rma_bw#0"
+     * (or "rma"); over TCP UCX 1.13 lists only "am am_bw#0 keepalive
+     * wireup" and emulates puts with active messages. */
+    for (char *line = strtok_r(text, "\n", &save); line != NULL && !rma;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *arrow = strstr(line, "lane[") != NULL ? strstr(line, "->") : NULL;
+
+        rma = arrow != NULL && strstr(arrow, " rma") != NULL;
+    }
+    free(text);
+    return rma;
+}
+
 int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uint64_t timeout_ns)
 {
     ucp_request_param_t p = { 0 };
@@ -116,6 +142,7 @@ void kucx_ep_transports(ucp_ep_h ep, char *buf, size_t len)
     char *text = NULL;
     size_t text_len = 0, o = 0;
     FILE *f = open_memstream(&text, &text_len);
+    char *save = NULL;
 
     buf[0] = '\0';
     if (f == NULL) {
@@ -125,7 +152,8 @@ void kucx_ep_transports(ucp_ep_h ep, char *buf, size_t len)
     fclose(f);
     /* Lines look like "#  lane[0]:  3:sysv/memory.0 md[2] -> ...": keep the
      * transport/device of each lane. */
-    for (char *line = strtok(text, "\n"); line != NULL; line = strtok(NULL, "\n")) {
+    for (char *line = strtok_r(text, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
         char *lane = strstr(line, "lane[");
         char tl[64];
 

@@ -36,6 +36,7 @@ static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
 static const char *const cfg_ep_err_modes[] = { "auto", "peer", "none", NULL };
 /* In cfg_mem_path_t order. */
 static const char *const cfg_mem_paths[] = { "auto", "direct", "staged", NULL };
+static const char *const cfg_write_modes[] = { "auto", "put", "message", NULL };
 /* In cfg_bind_t order. */
 static const char *const cfg_bind_modes[] = { "none", "cpu", "cpu+mem", NULL };
 
@@ -90,6 +91,11 @@ static const cfg_row_t cfg_table[] = {
       "on shared memory, where it costs bandwidth), peer, or none (UCX then aborts the process "
       "on a transport error).",
       CFG_FIELD(ep_err_mode), cfg_ep_err_modes, 0, 0 },
+    { "KVX_WRITES", CFG_ENUM, "auto",
+      "How a decode rank asks each prefill rank to deliver its pages: auto (one-sided puts where "
+      "the endpoint has a native RMA transport -- shared memory, CMA, RDMA -- and data messages "
+      "where UCX would emulate puts, as over TCP), put, or message. The decode rank chooses.",
+      CFG_FIELD(writes), cfg_write_modes, 0, 0 },
     { "KVX_PROGRESS", CFG_ENUM, "adaptive",
       "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
       "busy (never sleep; lowest latency, one core per rank).",

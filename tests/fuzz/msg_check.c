@@ -68,8 +68,8 @@ static int msg_check_fields(const msg_t *m, const char *buf, size_t len, char *e
     if (h->type == MSG_PREALLOC) {
         const msg_prealloc_t *p = &m->u.prealloc;
 
-        if (p->npages == 0 || p->npages > msg_check_limits.max_pages || p->writes > 1 ||
-            p->aux_slot < -1) {
+        if (p->npages == 0 || p->npages > msg_check_limits.max_pages ||
+            p->writes > MSG_WRITES_MESSAGES || p->aux_slot < -1) {
             return msg_check_bad(err, err_len, "accepted PREALLOC of %u pages, writes=%u, aux %lld",
                                  p->npages, p->writes, (long long)p->aux_slot);
         }
@@ -81,6 +81,13 @@ static int msg_check_fields(const msg_t *m, const char *buf, size_t len, char *e
         want += sizeof(msg_done_t);
     } else if (h->type == MSG_DATA) {
         want += sizeof(msg_data_t);
+    } else if (h->type == MSG_AUX) {
+        const msg_data_t *d = &m->u.data;
+
+        want += sizeof(msg_data_t);
+        if (d->layer != 0 || d->comp != 0 || d->pos != 0 || d->npages != 0) {
+            return msg_check_bad(err, err_len, "accepted AUX with a body that is not zero");
+        }
     } else if (h->type == MSG_FAIL || h->type == MSG_VERDICT) {
         want += sizeof(msg_failure_t);
         if (msg_check_failure(&m->u.failure, err, err_len) != 0) {
@@ -122,9 +129,10 @@ static void *msg_check_rebuild(const msg_t *m, size_t *len_p)
         return msg_new_failure((msg_type_t)h->type, h->src_rank, h->room, h->nonce, &m->u.failure,
                                len_p);
     case MSG_DATA:
+    case MSG_AUX:
         out = malloc(MSG_DATA_LEN);
         if (out != NULL) {
-            msg_put_data(out, h->src_rank, h->room, h->nonce, &m->u.data);
+            msg_put_data(out, (msg_type_t)h->type, h->src_rank, h->room, h->nonce, &m->u.data);
             *len_p = MSG_DATA_LEN;
         }
         return out;

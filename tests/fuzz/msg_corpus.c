@@ -26,7 +26,21 @@ typedef struct seed {
     size_t len;
 } seed_t;
 
-#define MAX_SEEDS 16
+#define MAX_SEEDS 32
+
+/* A DATA or AUX header (they travel with a payload of their own). */
+static void seed_data(seed_t *s, const char *name, msg_type_t type, uint32_t layer, uint32_t comp,
+                      uint32_t pos, uint32_t npages)
+{
+    msg_data_t d = { layer, comp, pos, npages };
+
+    s->name = name;
+    s->buf = malloc(MSG_DATA_LEN);
+    if (s->buf != NULL) {
+        msg_put_data(s->buf, type, 1, 42, 0x500000001ull, &d);
+        s->len = MSG_DATA_LEN;
+    }
+}
 
 static int seeds_build(seed_t *s)
 {
@@ -46,6 +60,9 @@ static int seeds_build(seed_t *s)
     n++;
     s[n].name = "prealloc-control";
     s[n].buf = msg_new_prealloc(4, 43, 0x400000003ull, -1, 0, pages, 8, &s[n].len);
+    n++;
+    s[n].name = "prealloc-messages";
+    s[n].buf = msg_new_prealloc(3, 45, 0x500000005ull, 1, MSG_WRITES_MESSAGES, pages, 8, &s[n].len);
     n++;
     s[n].name = "accept";
     s[n].buf = msg_new(MSG_ACCEPT, 0, 42, 0x500000001ull, &s[n].len);
@@ -89,17 +106,8 @@ static int seeds_build(seed_t *s)
     s[n].name = "verdict";
     s[n].buf = msg_new_failure(MSG_VERDICT, 2, 44, 0x900000004ull, &f, &s[n].len);
     n++;
-    {
-        msg_data_t d = { 1, 0, 3, 5 };
-
-        s[n].name = "data";
-        s[n].buf = malloc(MSG_DATA_LEN);
-        if (s[n].buf != NULL) {
-            msg_put_data(s[n].buf, 1, 42, 0x500000001ull, &d);
-            s[n].len = MSG_DATA_LEN;
-        }
-        n++;
-    }
+    seed_data(&s[n++], "data", MSG_DATA, 1, 0, 3, 5);
+    seed_data(&s[n++], "aux", MSG_AUX, 0, 0, 0, 0);
     for (int i = 0; i < n; i++) {
         if (s[i].buf == NULL) {
             fprintf(stderr, "msg_corpus: no memory\n");

@@ -1,0 +1,212 @@
+/*
+ * demo.h - the parts of kvx-demo, a prefill/decode serving simulation
+ * written against the public API only (include/kvx.h).
+ *
+ *   main.c      the context, the run, the end
+ *   options.c   the command line and the default layout
+ *   stream.c    the requests, the same on every rank
+ *   kvgen.c     the KV a prefill rank "computes" and a decode rank checks
+ *   pagealloc.c a page allocator that fragments like a serving engine's
+ *   serve.c     one instance's scheduler loop: admit, compute, agree, close
+ *   progress.c  rank 0's progress line, fed by the decode instances
+ *   report.c    every rank's outcomes compared at rank 0; summary and JSON
+ */
+#ifndef KVX_DEMO_H
+#define KVX_DEMO_H
+
+#include <kvx.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- options.c -------------------------------------------------------------- */
+
+typedef enum demo_progress_mode {
+    DEMO_PROGRESS_AUTO = 0,
+    DEMO_PROGRESS_TTY,
+    DEMO_PROGRESS_LINES,
+    DEMO_PROGRESS_NONE
+} demo_progress_mode_t;
+
+typedef struct demo_opts {
+    const char *layout; /* --layout; NULL: KVX_LAYOUT, else from the world size */
+    char layout_buf[64];
+    unsigned requests;
+    unsigned min_tokens, max_tokens; /* --prompt-tokens */
+    unsigned concurrency;            /* rooms in flight per instance */
+    unsigned chunk_pages;            /* pages a prefill step computes */
+    kvx_kv_layout_t kv;
+    size_t pool_pages; /* pages per (layer, component); 0: sized from the requests */
+    const char *fault;
+    uint64_t seed;
+    const char *json;
+    double time_limit;
+    demo_progress_mode_t progress;
+} demo_opts_t;
+
+/* Parses argv (identically on every rank). Returns 0, or the exit status:
+ * 2 for a usage error (rank 0 said why), 1 for --help (printed by rank 0). */
+int demo_opts_parse(int argc, char **argv, int rank, int world_size, demo_opts_t *o);
+
+/* The value of a kvx configuration variable in this environment, or NULL
+ * (read through kvx_config_var(): kvx owns every KVX_* variable). */
+const char *demo_config_value(const char *name);
+
+/* ---- stream.c ---------------------------------------------------------------- */
+
+typedef struct demo_req {
+    uint64_t id; /* the room id */
+    uint32_t index, tokens, npages;
+    int prefill, decode; /* the instances that serve it */
+} demo_req_t;
+
+/* The whole stream, the same on every rank: prompt lengths drawn from the
+ * seed, instances assigned round robin over every prefill/decode pair. */
+demo_req_t *demo_requests(const demo_opts_t *o, const kvx_identity_t *id);
+
+uint64_t demo_mix(uint64_t x);
+
+/* ---- kvgen.c ------------------------------------------------------------------ */
+
+/* This rank's view of its KV pool. */
+typedef struct demo_kv {
+    kvx_kv_layout_t kv;
+    unsigned comps;      /* 2 (K, V), 1 for MLA */
+    unsigned heads;      /* heads this rank holds */
+    unsigned first_head; /* the model head of its first */
+    size_t num_pages;
+    size_t elem; /* bytes per element */
+    size_t row;  /* bytes of one head of one token */
+    void **bufs; /* [layer * comps + comp] */
+} demo_kv_t;
+
+int demo_kv_init(demo_kv_t *g, kvx_ctx_t *ctx, const kvx_kv_layout_t *kv, size_t num_pages);
+void demo_kv_cleanup(demo_kv_t *g);
+
+/* Writes (check 0) or checks (check 1) the KV of pages [first, first + n) of
+ * a room whose pages are pages[]: every layer, component, token and head this
+ * rank holds. Returns the bytes that differ (0 when writing). */
+uint64_t demo_kv_pages(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first,
+                       size_t n, int check);
+
+/* The aux payload: the room's first output token, derived from its id. */
+uint32_t demo_first_token(uint64_t room);
+
+/* ---- pagealloc.c -------------------------------------------------------------- */
+
+/* Free ids in a FIFO queue: an allocation takes the oldest free ids, a free
+ * appends a request's ids in its order, so the pool fragments as requests
+ * of different lengths end out of order (sglang's allocator without its
+ * optional sort). Every rank of an instance runs the same sequence of calls,
+ * so TP ranks agree on page ids, as a serving engine's ranks do. */
+typedef struct demo_alloc {
+    uint32_t *queue;
+    size_t cap, head, count;
+    size_t lost;          /* quarantined: never given back */
+    uint64_t taken, runs; /* ids allocated, and in how many consecutive runs */
+} demo_alloc_t;
+
+int demo_alloc_init(demo_alloc_t *a, size_t n);
+void demo_alloc_cleanup(demo_alloc_t *a);
+/* n ids into out; -1 (nothing taken) when fewer are free. */
+int demo_alloc_take(demo_alloc_t *a, size_t n, uint32_t *out);
+void demo_alloc_give(demo_alloc_t *a, const uint32_t *ids, size_t n);
+/* ids that may still be written by a writer that never confirmed. */
+void demo_alloc_lose(demo_alloc_t *a, size_t n);
+
+/* ---- serve.c ------------------------------------------------------------------ */
+
+/* What one rank concluded about one room; compared across ranks at the end. */
+typedef struct demo_outcome {
+    uint32_t req;      /* request index */
+    int32_t concluded; /* 1: agreed SUCCESS or FAILED by this instance */
+    int32_t state;     /* kvx_room_state_t */
+    int32_t status;    /* root cause, when FAILED */
+    int32_t stage;     /* kvx_stage_t */
+    int32_t origin;    /* world rank */
+    uint32_t injected; /* KVX_FAILURE_INJECTED */
+    uint32_t decode;   /* recorded by a decode rank */
+    double latency_ms; /* decode: pre-allocation to agreed outcome */
+    uint64_t bytes;    /* decode: KV bytes that landed in this rank's pages (SUCCESS) */
+    uint64_t mismatches;
+} demo_outcome_t;
+
+/* The agreed root cause of a failed room, as decode TP rank 0 formats it. */
+typedef struct demo_text {
+    uint32_t req;
+    char line[252];
+} demo_text_t;
+
+typedef struct demo_progress demo_progress_t;
+typedef struct demo_flight demo_flight_t;
+
+typedef struct demo_serve {
+    const demo_opts_t *o;
+    kvx_ctx_t *ctx;
+    kvx_identity_t id;
+    MPI_Comm tp;
+    demo_kv_t kv;
+    demo_alloc_t pages, aux;
+    const demo_req_t *reqs;
+    uint32_t *mine; /* this instance's requests, in order */
+    size_t nmine, next;
+    demo_outcome_t *out; /* one per mine[] */
+    demo_flight_t *flight;
+    unsigned slots;
+    uint64_t *ids;   /* the round's rooms */
+    unsigned *round; /* their slots */
+    kvx_agreed_t *agreed;
+    int *sync;
+    uint64_t seq;       /* rooms admitted */
+    uint64_t steps;     /* steps of the loop, the same on every TP rank */
+    demo_text_t *texts; /* decode TP rank 0: its failed rooms */
+    size_t ntexts, cap_texts;
+    /* Retired so far by this instance. */
+    size_t done, failed;
+    uint64_t bytes; /* KV bytes of this rank in SUCCESS rooms */
+    uint64_t quarantined_pages;
+    size_t drain_waits; /* rooms whose close was refused until the drain */
+    double t0, elapsed;
+    demo_progress_t *progress;
+} demo_serve_t;
+
+/* KV pages per (layer, component) on every rank: --pool-pages, else room
+ * for --concurrency requests of the mean prompt (at least the longest). */
+size_t demo_pool_pages(const demo_opts_t *o);
+size_t demo_aux_slots(const demo_opts_t *o);
+
+int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const demo_req_t *reqs,
+                    size_t num_pages);
+/* Runs this instance's requests to the end (or the time limit). Every TP
+ * rank of the instance runs the same rounds. 0, or -1 after a fatal error. */
+int demo_serve_run(demo_serve_t *s);
+void demo_serve_cleanup(demo_serve_t *s);
+
+double demo_now(void);
+
+/* ---- progress.c --------------------------------------------------------------- */
+
+/* Collective over world: rank 0 draws, decode TP rank 0s report. */
+demo_progress_t *demo_progress_create(const demo_opts_t *o, const kvx_identity_t *id);
+/* Called every step: a decode reporter sends its counts now and then, rank 0
+ * reads what arrived and redraws. */
+void demo_progress_step(demo_progress_t *p, const demo_serve_t *s);
+/* At the end of the loop: the reporters' last counts; rank 0 waits for all
+ * of them and prints the last line. */
+void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s);
+void demo_progress_destroy(demo_progress_t *p);
+
+/* ---- report.c ----------------------------------------------------------------- */
+
+typedef struct demo_report demo_report_t;
+
+/* Collective over world: every rank's outcomes to rank 0, which compares
+ * them room by room. Call before kvx_ctx_destroy(); print after it, so that
+ * the summary is the last thing rank 0 prints. */
+demo_report_t *demo_report_gather(const demo_serve_t *s);
+/* Collective over world: rank 0 prints the summary (and writes --json);
+ * returns the exit status, the same on every rank. */
+int demo_report_print(demo_report_t *r);
+void demo_report_free(demo_report_t *r);
+
+#endif

@@ -1,0 +1,141 @@
+/*
+ * kvx-demo - a prefill/decode serving simulation on kvx.
+ *
+ * A stream of requests with prompt lengths drawn from a seed is served by
+ * the job's prefill and decode instances (the layout). Decode instances
+ * pre-allocate each request's pages from an allocator that fragments over
+ * time; prefill instances compute the KV in chunks and hand each chunk to
+ * kvx as soon as it is computed; the decode checks every byte of every head
+ * it holds; every TP rank of an instance agrees on each room's outcome, and
+ * at the end all ranks compare what they concluded. Rank 0 shows progress
+ * and prints the summary; its last line starts "kvx-demo: OK" or
+ * "kvx-demo: FAILED". `kvx-demo --help` lists the options.
+ *
+ * Uses the public API only (include/kvx.h).
+ */
+#include "demo.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *dtype_name(kvx_dtype_t d)
+{
+    static const char *const names[] = { "bf16", "fp16", "fp8", "fp32" };
+
+    return (unsigned)d < 4 ? names[d] : "?";
+}
+
+static void print_header(const demo_opts_t *o, const kvx_identity_t *id, size_t pool)
+{
+    static const char *const layouts[] = { "HND", "NHD", "HEAD_MAJOR" };
+    const kvx_kv_layout_t *kv = &o->kv;
+    int mla = kv->attn == KVX_ATTN_MLA;
+    size_t elem = kv->dtype == KVX_DTYPE_FP8 ? 1 : kv->dtype == KVX_DTYPE_FP32 ? 4 : 2;
+    double token = (double)kv->layers * (mla ? 1 : 2) * kv->kv_heads * kv->head_dim * elem;
+    const char *env_fault = demo_config_value("KVX_FAULT");
+
+    printf("# kvx-demo %s: prefill:%dx%d,decode:%dx%d (%d ranks), KV in host memory\n",
+           kvx_version(), id->prefill_instances, id->prefill_tp, id->decode_instances,
+           id->decode_tp, id->world_size);
+    printf("# %u requests, prompts of %u-%u tokens (seed %llu), %u rooms in flight per instance\n",
+           o->requests, o->min_tokens, o->max_tokens, (unsigned long long)o->seed, o->concurrency);
+    char shape[64];
+
+    if (mla) {
+        snprintf(shape, sizeof(shape), "a latent of %u", kv->head_dim);
+    } else {
+        snprintf(shape, sizeof(shape), "K,V x %u heads x %u", kv->kv_heads, kv->head_dim);
+    }
+    printf("# KV per token %.1f KiB: %u layers x %s x %s; pages of %u tokens (%s), %zu per rank\n",
+           token / 1024, kv->layers, shape, dtype_name(kv->dtype), kv->page_size,
+           layouts[kv->page_layout], pool);
+    printf("# chunked prefill: %u pages per step; faults: %s%s%s\n", o->chunk_pages,
+           o->fault != NULL    ? o->fault
+           : env_fault != NULL ? ""
+                               : "none",
+           o->fault != NULL && env_fault != NULL ? ";" : "", env_fault != NULL ? env_fault : "");
+    fflush(stdout);
+}
+
+/* Collective: every rank gets the same status and reason. */
+static kvx_ctx_t *create(const demo_opts_t *o, int rank, size_t pool)
+{
+    kvx_ctx_params_t params;
+    kvx_failure_t why;
+    kvx_ctx_t *ctx = NULL;
+    char line[512];
+
+    kvx_ctx_params_init(&params);
+    params.layout = o->layout;
+    params.kv = o->kv;
+    params.num_pages = pool;
+    params.aux_slots = demo_aux_slots(o);
+    params.aux_item_size = sizeof(uint32_t);
+    params.fault = o->fault;
+    if (kvx_ctx_create(MPI_COMM_WORLD, &params, &ctx, &why) != KVX_OK) {
+        if (rank == 0) {
+            kvx_failure_format(&why, line, sizeof(line));
+            printf("kvx-demo: FAILED (no kvx context: %s)\n", line);
+        }
+        return NULL;
+    }
+    return ctx;
+}
+
+static int run(const demo_opts_t *o, int rank)
+{
+    size_t pool = demo_pool_pages(o);
+    kvx_ctx_t *ctx = create(o, rank, pool);
+    demo_req_t *reqs = NULL;
+    demo_report_t *report;
+    demo_serve_t s;
+    kvx_identity_t id;
+    int status;
+
+    if (ctx == NULL) {
+        return 1;
+    }
+    kvx_ctx_identity(ctx, &id);
+    if ((reqs = demo_requests(o, &id)) == NULL || demo_serve_init(&s, o, ctx, reqs, pool) != 0 ||
+        (s.progress = demo_progress_create(o, &id)) == NULL) {
+        fprintf(stderr, "kvx-demo: rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (rank == 0) {
+        print_header(o, &id, pool);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    s.t0 = demo_now();
+    if (demo_serve_run(&s) != 0) {
+        MPI_Abort(MPI_COMM_WORLD, 1); /* a TP sibling is gone: nothing can finish */
+    }
+    demo_progress_finish(s.progress, &s);
+    report = demo_report_gather(&s);
+    kvx_ctx_destroy(ctx);
+    status = demo_report_print(report);
+    demo_report_free(report);
+    demo_progress_destroy(s.progress);
+    demo_serve_cleanup(&s);
+    free(reqs);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    demo_opts_t o;
+    int rank, size, status;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    status = demo_opts_parse(argc, argv, rank, size, &o);
+    if (status == 0) {
+        status = run(&o, rank);
+    } else if (status == 1) {
+        status = 0; /* --help */
+    }
+    MPI_Finalize();
+    return status;
+}

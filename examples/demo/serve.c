@@ -1,0 +1,538 @@
+/*
+ * serve.c - one instance's scheduler loop, run in lockstep by its TP ranks.
+ *
+ * Every step, on every TP rank of the instance:
+ *   1. admit: open the next requests in order while a slot and their pages
+ *      are free (decode: pre-allocate the pages and an aux slot; prefill:
+ *      announce the room and its page count);
+ *   2. start one round of agreement over the rooms not concluded yet;
+ *   3. prefill: compute one step of chunked prefill (chunk_pages pages, the
+ *      oldest rooms first) and hand each room's new pages to kvx;
+ *   4. finish the round; record each room the instance agreed on (decode:
+ *      check every byte of the heads this rank holds, and the aux token);
+ *   5. close concluded rooms: a failed decode room may be refused (BUSY)
+ *      until its writers confirmed that nothing is in flight, or come back
+ *      QUARANTINED: then its pages are never reused;
+ *   6. let the closed rooms go (their pages back to the allocator). The TP
+ *      ranks must do this identically, so that their allocators stay the
+ *      same and the next admissions are the same everywhere. A room agreed
+ *      SUCCESS closes at once on every rank; a room agreed FAILED may close
+ *      at different steps on different ranks, so while one is pending the
+ *      step ends with an MPI_Allreduce over the TP ranks that says which
+ *      rooms every rank has closed (and whether any got QUARANTINED). The
+ *      same collective, every 32 steps, decides the time limit together.
+ */
+#include "demo.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct demo_flight {
+    const demo_req_t *req; /* NULL: a free slot */
+    size_t mine;           /* its index in mine[] and out[] */
+    uint32_t *pages;
+    uint32_t aux_slot;
+    uint32_t sent; /* prefill: pages computed and handed over */
+    int dead;      /* prefill: the room failed here, computing it is waste */
+    int agreed;    /* the instance agreed on its outcome (recorded in out[]) */
+    int closed;    /* 0: open here; 1: closed; 2: closed, pages quarantined */
+    int drained;   /* its close was refused while writers drained */
+    uint64_t seq;  /* admission order */
+    double t_open;
+};
+
+double demo_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+size_t demo_pool_pages(const demo_opts_t *o)
+{
+    size_t P = o->kv.page_size, max = (o->max_tokens + P - 1) / P,
+           mean = ((size_t)o->min_tokens + o->max_tokens + 1) / 2;
+    size_t fit = ((size_t)o->concurrency * mean + P - 1) / P;
+
+    if (o->pool_pages != 0) {
+        return o->pool_pages;
+    }
+    return fit > max ? fit : max;
+}
+
+size_t demo_aux_slots(const demo_opts_t *o)
+{
+    return 2 * (size_t)o->concurrency;
+}
+
+static int is_decode(const demo_serve_t *s)
+{
+    return s->id.role == KVX_ROLE_DECODE;
+}
+
+int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const demo_req_t *reqs,
+                    size_t num_pages)
+{
+    unsigned C = o->concurrency;
+
+    memset(s, 0, sizeof(*s));
+    s->o = o;
+    s->ctx = ctx;
+    s->reqs = reqs;
+    s->slots = C;
+    kvx_ctx_identity(ctx, &s->id);
+    s->tp = kvx_ctx_tp_comm(ctx);
+    s->mine = calloc(o->requests, sizeof(uint32_t));
+    s->out = calloc(o->requests, sizeof(demo_outcome_t));
+    s->flight = calloc(C, sizeof(demo_flight_t));
+    s->ids = calloc(C, sizeof(uint64_t));
+    s->round = calloc(C, sizeof(unsigned));
+    s->agreed = calloc(C, sizeof(kvx_agreed_t));
+    s->sync = calloc(2 * (size_t)C + 1, sizeof(int));
+    if (s->mine == NULL || s->out == NULL || s->flight == NULL || s->ids == NULL ||
+        s->round == NULL || s->agreed == NULL || s->sync == NULL ||
+        demo_kv_init(&s->kv, ctx, &o->kv, num_pages) != 0 ||
+        demo_alloc_init(&s->pages, num_pages) != 0 ||
+        demo_alloc_init(&s->aux, demo_aux_slots(o)) != 0) {
+        return -1;
+    }
+    for (uint32_t i = 0; i < o->requests; i++) {
+        int inst = is_decode(s) ? reqs[i].decode : reqs[i].prefill;
+
+        if (inst == s->id.instance) {
+            s->out[s->nmine].req = i;
+            s->mine[s->nmine++] = i;
+        }
+    }
+    return 0;
+}
+
+void demo_serve_cleanup(demo_serve_t *s)
+{
+    for (unsigned i = 0; s->flight != NULL && i < s->slots; i++) {
+        free(s->flight[i].pages);
+    }
+    free(s->mine);
+    free(s->out);
+    free(s->flight);
+    free(s->ids);
+    free(s->round);
+    free(s->agreed);
+    free(s->sync);
+    free(s->texts);
+    demo_kv_cleanup(&s->kv);
+    demo_alloc_cleanup(&s->pages);
+    demo_alloc_cleanup(&s->aux);
+}
+
+/* ---- 1. admission ---------------------------------------------------------------- */
+
+/* A room kvx refused to open fails here, the same way on every TP rank
+ * (the refusal depends only on what all of them passed). */
+static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
+{
+    demo_outcome_t *out = &s->out[f->mine];
+
+    fprintf(stderr, "kvx-demo: rank %d: room %llu: %s refused: %s\n", s->id.world_rank,
+            (unsigned long long)f->req->id, is_decode(s) ? "recv_open" : "send_open",
+            kvx_status_name(st));
+    out->concluded = 1;
+    out->state = KVX_ROOM_FAILED;
+    out->status = st;
+    out->stage = KVX_STAGE_BOOTSTRAP;
+    out->origin = s->id.world_rank;
+    f->agreed = 1;
+    f->closed = 1;
+}
+
+static int admit_one(demo_serve_t *s, demo_flight_t *f)
+{
+    const demo_req_t *r = &s->reqs[s->mine[s->next]];
+    kvx_status_t st;
+
+    if (s->pages.count < r->npages || (is_decode(s) && s->aux.count == 0) ||
+        (f->pages = malloc(r->npages * sizeof(uint32_t))) == NULL) {
+        return 0;
+    }
+    demo_alloc_take(&s->pages, r->npages, f->pages);
+    f->req = r;
+    f->mine = s->next++;
+    f->seq = s->seq++;
+    f->t_open = demo_now();
+    if (is_decode(s)) {
+        demo_alloc_take(&s->aux, 1, &f->aux_slot);
+        st = kvx_room_recv_open(s->ctx, r->id, r->prefill, f->pages, r->npages, f->aux_slot);
+    } else {
+        st = kvx_room_send_open(s->ctx, r->id, r->decode, r->npages);
+    }
+    if (st != KVX_OK) {
+        open_failed(s, f, st);
+    }
+    return 1;
+}
+
+static int serve_admit(demo_serve_t *s)
+{
+    int busy = 0;
+
+    for (unsigned i = 0; i < s->slots && s->next < s->nmine; i++) {
+        if (s->flight[i].req == NULL) {
+            if (!admit_one(s, &s->flight[i])) {
+                break; /* first come, first served: the head waits for pages */
+            }
+            busy = 1;
+        }
+    }
+    return busy;
+}
+
+/* ---- 3. chunked prefill ------------------------------------------------------------ */
+
+/* The oldest room that still has pages to compute, or NULL. */
+static demo_flight_t *next_to_compute(demo_serve_t *s)
+{
+    demo_flight_t *best = NULL;
+
+    for (unsigned i = 0; i < s->slots; i++) {
+        demo_flight_t *f = &s->flight[i];
+
+        if (f->req != NULL && !f->dead && !f->agreed && f->sent < f->req->npages &&
+            (best == NULL || f->seq < best->seq)) {
+            best = f;
+        }
+    }
+    return best;
+}
+
+/* One prefill step: chunk_pages pages of KV, computed into the rooms'
+ * pages and handed over as each room's next chunk; the last one carries
+ * the first token. A room that failed meanwhile is not computed further. */
+static int serve_compute(demo_serve_t *s)
+{
+    unsigned budget = s->o->chunk_pages;
+    demo_flight_t *f;
+    int busy = 0;
+
+    while (budget > 0 && (f = next_to_compute(s)) != NULL) {
+        uint32_t n = f->req->npages - f->sent < budget ? f->req->npages - f->sent : budget;
+        uint32_t token = demo_first_token(f->req->id);
+        int last = f->sent + n == f->req->npages;
+        kvx_room_state_t state;
+        kvx_status_t st;
+
+        if (kvx_room_poll(s->ctx, f->req->id, &state) != KVX_OK || state == KVX_ROOM_FAILED) {
+            f->dead = 1;
+            continue;
+        }
+        demo_kv_pages(&s->kv, f->req->id, f->pages, f->sent, n, 0);
+        st = kvx_room_send_chunk(s->ctx, f->req->id, f->pages + f->sent, n, last ? &token : NULL,
+                                 last ? sizeof(token) : 0);
+        if (st != KVX_OK) {
+            if (st != KVX_ERR_STATE) { /* STATE: it failed since the poll */
+                fprintf(stderr, "kvx-demo: rank %d: room %llu: send_chunk: %s\n", s->id.world_rank,
+                        (unsigned long long)f->req->id, kvx_status_name(st));
+            }
+            f->dead = 1;
+        }
+        f->sent += n;
+        budget -= n;
+        busy = 1;
+    }
+    return busy;
+}
+
+/* ---- 2, 4. agreement and what was agreed ------------------------------------------- */
+
+static size_t round_ids(demo_serve_t *s)
+{
+    size_t n = 0;
+
+    for (unsigned i = 0; i < s->slots; i++) {
+        demo_flight_t *f = &s->flight[i];
+
+        if (f->req != NULL && !f->agreed) {
+            s->round[n] = i;
+            s->ids[n++] = f->req->id;
+        }
+    }
+    return n;
+}
+
+static void keep_text(demo_serve_t *s, uint32_t req, const kvx_failure_t *why)
+{
+    if (s->ntexts == s->cap_texts) {
+        size_t cap = s->cap_texts ? 2 * s->cap_texts : 64;
+        demo_text_t *t = realloc(s->texts, cap * sizeof(*t));
+
+        if (t == NULL) {
+            return;
+        }
+        s->texts = t;
+        s->cap_texts = cap;
+    }
+    s->texts[s->ntexts].req = req;
+    kvx_failure_format(why, s->texts[s->ntexts].line, sizeof(s->texts[0].line));
+    s->ntexts++;
+}
+
+/* Decode: every byte of the heads this rank holds, and the aux token. */
+static uint64_t verify(demo_serve_t *s, const demo_flight_t *f)
+{
+    uint32_t token = 0, want = demo_first_token(f->req->id);
+    size_t len = 0;
+    uint64_t bad = demo_kv_pages(&s->kv, f->req->id, f->pages, 0, f->req->npages, 1);
+
+    if (kvx_room_aux(s->ctx, f->req->id, &token, sizeof(token), &len) != KVX_OK ||
+        len != sizeof(token)) {
+        bad += sizeof(token);
+    } else {
+        for (unsigned b = 0; b < sizeof(token); b++) {
+            bad += ((token >> (8 * b)) & 0xff) != ((want >> (8 * b)) & 0xff);
+        }
+    }
+    if (bad > 0) {
+        fprintf(stderr, "kvx-demo: rank %d: room %llu: %llu bytes differ\n", s->id.world_rank,
+                (unsigned long long)f->req->id, (unsigned long long)bad);
+    }
+    return bad;
+}
+
+static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
+{
+    demo_outcome_t *out = &s->out[f->mine];
+    kvx_failure_t why;
+
+    f->agreed = 1;
+    out->concluded = 1;
+    out->state = state;
+    if (state == KVX_ROOM_FAILED && kvx_room_failure(s->ctx, f->req->id, &why) == KVX_OK) {
+        out->status = why.status;
+        out->stage = why.stage;
+        out->origin = why.origin_rank;
+        out->injected = (why.flags & KVX_FAILURE_INJECTED) != 0;
+        if (is_decode(s) && s->id.tp_rank == 0) {
+            keep_text(s, out->req, &why);
+        }
+    }
+    if (!is_decode(s)) {
+        return;
+    }
+    out->latency_ms = (demo_now() - f->t_open) * 1e3;
+    if (state == KVX_ROOM_SUCCESS) {
+        out->mismatches = verify(s, f);
+        out->bytes =
+            (uint64_t)f->req->npages * kvx_ctx_page_bytes(s->ctx) * s->kv.kv.layers * s->kv.comps;
+    }
+}
+
+/* Records the rooms the instance agreed on in this round. Returns whether
+ * any was, or -1 when a room vanished.
+ *
+ * The outcome is read from the room (kvx_room_info().agreed) rather than
+ * from the round's out[]: kvx_agree_test() reports, for a room that got its
+ * place in the agreement table during this very round, the outcome of the
+ * room that held that place before (src/core/agree.c, agree_report()), so a
+ * room still BOOTSTRAPPING can come back "agreed SUCCESS". */
+static int serve_conclude(demo_serve_t *s, size_t n)
+{
+    int busy = 0;
+
+    for (size_t k = 0; k < n; k++) {
+        demo_flight_t *f = &s->flight[s->round[k]];
+        kvx_room_info_t info;
+
+        if (s->agreed[k].status == KVX_ERR_NO_ROOM ||
+            kvx_room_info(s->ctx, f->req->id, &info) != KVX_OK) {
+            /* Only this rank knows: the TP ranks could not stay in step. */
+            fprintf(stderr, "kvx-demo: rank %d: room %llu vanished\n", s->id.world_rank,
+                    (unsigned long long)f->req->id);
+            return -1;
+        }
+        if (info.agreed) {
+            conclude(s, f, info.agreed_state);
+            busy = 1;
+        }
+    }
+    return busy;
+}
+
+/* ---- 5, 6. closing, and leaving the instance together ------------------------------ */
+
+static void serve_close(demo_serve_t *s)
+{
+    for (unsigned i = 0; i < s->slots; i++) {
+        demo_flight_t *f = &s->flight[i];
+        kvx_status_t st;
+
+        if (f->req == NULL || !f->agreed || f->closed) {
+            continue;
+        }
+        st = kvx_room_close(s->ctx, f->req->id);
+        while (st == KVX_ERR_BUSY && s->out[f->mine].state == KVX_ROOM_SUCCESS) {
+            /* Not expected (a SUCCESS room's pages are released), but the
+             * TP ranks count on a SUCCESS room closing in this step. */
+            usleep(100);
+            st = kvx_room_close(s->ctx, f->req->id);
+        }
+        if (st == KVX_ERR_BUSY) {
+            /* A writer has not confirmed the drain yet: again next step. */
+            s->drain_waits += !f->drained;
+            f->drained = 1;
+            continue;
+        }
+        f->closed = st == KVX_ERR_QUARANTINED ? 2 : 1;
+        if (st != KVX_OK && st != KVX_ERR_QUARANTINED) {
+            fprintf(stderr, "kvx-demo: rank %d: room %llu: close: %s\n", s->id.world_rank,
+                    (unsigned long long)f->req->id, kvx_status_name(st));
+        }
+    }
+}
+
+/* Closed on every TP rank: the pages go back, unless some rank was told
+ * they are quarantined (then no rank reuses them: page ids stay the same
+ * on every TP rank). */
+static void retire(demo_serve_t *s, demo_flight_t *f, int quarantined)
+{
+    const demo_outcome_t *out = &s->out[f->mine];
+
+    if (quarantined) {
+        demo_alloc_lose(&s->pages, f->req->npages);
+        demo_alloc_lose(&s->aux, 1); /* only a decode room is ever quarantined */
+        s->quarantined_pages += f->req->npages;
+    } else {
+        demo_alloc_give(&s->pages, f->pages, f->req->npages);
+        if (is_decode(s)) {
+            demo_alloc_give(&s->aux, &f->aux_slot, 1);
+        }
+    }
+    s->done++;
+    s->failed += out->state == KVX_ROOM_FAILED;
+    s->bytes += out->bytes;
+    free(f->pages);
+    memset(f, 0, sizeof(*f));
+}
+
+/* When the time limit passes, every TP rank gives up on the same step:
+ * what is still open is closed (aborted) and counts as not concluded. */
+static void give_up(demo_serve_t *s)
+{
+    size_t open = 0;
+
+    for (unsigned i = 0; i < s->slots; i++) {
+        demo_flight_t *f = &s->flight[i];
+
+        if (f->req != NULL && !f->closed) {
+            kvx_room_close(s->ctx, f->req->id);
+            open++;
+        }
+    }
+    fprintf(stderr,
+            "kvx-demo: rank %d: time limit of %.0f s: %zu rooms still open, %zu never opened\n",
+            s->id.world_rank, s->o->time_limit, open, s->nmine - s->next);
+}
+
+/* Does this step end with the collective? The same answer on every TP rank:
+ * it depends only on agreed outcomes and the step count. */
+static int sync_needed(const demo_serve_t *s)
+{
+    if (s->steps % 32 == 0) {
+        return 1;
+    }
+    for (unsigned i = 0; i < s->slots; i++) {
+        const demo_flight_t *f = &s->flight[i];
+
+        if (f->req != NULL && f->agreed && s->out[f->mine].state == KVX_ROOM_FAILED) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Retires the rooms every TP rank closed. Returns 1 when this instance is
+ * done (all its requests, or the time limit). */
+static int serve_sync(demo_serve_t *s, int *busy)
+{
+    unsigned C = s->slots;
+    int *v = s->sync, used = 0;
+
+    for (unsigned i = 0; i < C; i++) {
+        const demo_flight_t *f = &s->flight[i];
+
+        v[i] = f->req != NULL && f->closed == 0;
+        v[C + i] = f->req != NULL && f->closed == 2;
+    }
+    v[2 * C] = demo_now() - s->t0 > s->o->time_limit;
+    if (sync_needed(s)) {
+        MPI_Allreduce(MPI_IN_PLACE, v, (int)(2 * C + 1), MPI_INT, MPI_MAX, s->tp);
+    } else {
+        v[2 * C] = 0; /* decided together, at the next collective */
+    }
+    s->steps++;
+    for (unsigned i = 0; i < C; i++) {
+        if (s->flight[i].req != NULL && !v[i]) {
+            retire(s, &s->flight[i], v[C + i]);
+            *busy = 1;
+        }
+        used += s->flight[i].req != NULL;
+    }
+    if (v[2 * C]) {
+        give_up(s);
+        return 1;
+    }
+    return used == 0 && s->next == s->nmine;
+}
+
+/* ---- the loop ------------------------------------------------------------------------ */
+
+int demo_serve_run(demo_serve_t *s)
+{
+    unsigned idle = 0;
+
+    for (;;) {
+        int busy = serve_admit(s), concluded, stop;
+        size_t n = round_ids(s);
+        kvx_agree_t *round;
+        kvx_status_t st = kvx_agree_start(s->ctx, s->ids, n, &round);
+
+        if (st != KVX_OK) {
+            fprintf(stderr, "kvx-demo: rank %d: kvx_agree_start: %s\n", s->id.world_rank,
+                    kvx_status_name(st));
+            return -1;
+        }
+        if (!is_decode(s)) {
+            busy |= serve_compute(s); /* while the round is under way */
+        }
+        st = kvx_agree_wait(round, s->agreed);
+        kvx_agree_free(round);
+        if (st != KVX_OK) {
+            /* A TP sibling is lost (or MPI failed): the blocking collectives
+             * below could never complete. */
+            fprintf(stderr, "kvx-demo: rank %d: agreement: %s\n", s->id.world_rank,
+                    kvx_status_name(st));
+            return -1;
+        }
+        if ((concluded = serve_conclude(s, n)) < 0) {
+            return -1;
+        }
+        busy |= concluded;
+        serve_close(s);
+        stop = serve_sync(s, &busy);
+        demo_progress_step(s->progress, s);
+        if (stop) {
+            break;
+        }
+        /* Idle steps back off, from 0.1 to 1.6 ms: the ranks of the other
+         * instance may share these cores. */
+        idle = busy ? 0 : idle < 5 ? idle + 1 : idle;
+        if (idle > 0) {
+            usleep(50u << idle);
+        }
+    }
+    s->elapsed = demo_now() - s->t0;
+    return 0;
+}

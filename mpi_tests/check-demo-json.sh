@@ -1,0 +1,57 @@
+#!/bin/sh
+# check-demo-json.sh FILE ROOMS none|injected - the post step of the kvx-demo
+# cases (mpi_tests/cases/demo_*.mpi): the summary kvx-demo --json wrote is
+# JSON with every key of the demo's schema, ROOMS rooms each of which
+# succeeded or failed, every rank agreed on every room, no byte differed,
+# bytes moved at a rate, and the failures are as expected: none, or some
+# and every one injected (grouped by reason, origin and stage, counts adding
+# up to rooms_failed). Needs jq (a Debian package; launch/quickstart.sh
+# installs it); without it the case is skipped.
+set -u
+file=${1:?usage: check-demo-json.sh FILE ROOMS none|injected}
+rooms=${2:?usage: check-demo-json.sh FILE ROOMS none|injected}
+expect=${3:?usage: check-demo-json.sh FILE ROOMS none|injected}
+
+if ! command -v jq >/dev/null 2>&1; then
+    echo "SKIP: jq is not installed (apt-get install jq; launch/quickstart.sh does)"
+    exit 77
+fi
+if ! jq . "$file"; then
+    echo "FAIL: $file is missing or not JSON"
+    exit 1
+fi
+bad=0
+check() {
+    if jq -e "$2" "$file" >/dev/null; then
+        echo "ok: $1"
+    else
+        echo "FAIL: $1: jq '$2' is not true"
+        bad=1
+    fi
+}
+check "every key of the schema, numbers where numbers belong" \
+    '. as $d | all("rooms_total", "rooms_success", "rooms_failed", "rooms_disagreed",
+                   "byte_mismatches", "bytes", "gbps", "latency_ms", "failures"; . as $k | $d | has($k)) and
+     ([.rooms_total, .rooms_success, .rooms_failed, .rooms_disagreed, .byte_mismatches, .bytes,
+       .gbps, .latency_ms.p50, .latency_ms.p99] | all(type == "number")) and
+     (.failures | type == "array")'
+check "$rooms rooms, each succeeded or failed" \
+    ".rooms_total == $rooms and .rooms_success + .rooms_failed == $rooms"
+check "every rank of both instances agreed on every room" '.rooms_disagreed == 0'
+check "no byte mismatched" '.byte_mismatches == 0'
+check "bytes moved, at a rate" '.bytes > 0 and .gbps > 0'
+check "latency: 0 < p50 <= p99" '.latency_ms.p50 > 0 and .latency_ms.p50 <= .latency_ms.p99'
+check "failures grouped by reason, origin and stage; counts add up to rooms_failed" \
+    'all(.failures[]; (.reason | type == "string") and (.origin | type == "string") and
+         (.stage | type == "string") and (.injected | type == "boolean") and .count >= 1) and
+     ([.failures[].count] | add // 0) == .rooms_failed'
+case $expect in
+none) check "no room failed" '.rooms_failed == 0' ;;
+injected) check "rooms failed, every one injected" '.rooms_failed > 0 and all(.failures[]; .injected)' ;;
+*)
+    echo "FAIL: expectation '$expect' is neither none nor injected"
+    bad=1
+    ;;
+esac
+[ $bad -eq 0 ] && echo "PASS: the kvx-demo summary holds"
+exit $bad
