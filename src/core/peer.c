@@ -144,12 +144,73 @@ void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
     }
 }
 
+/* A peer that said goodbye (its context is being destroyed) will never
+ * answer the room: it fails now, not at its bootstrap deadline. */
+void peer_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
+{
+    kvx_failure_t f;
+
+    if (peer->bye && !room_terminal(room)) {
+        failure_set_room(&f, room->id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
+                         "%s is shutting down: its context is being destroyed", peer->name);
+        room_fail(ctx, room, &f, 1);
+    }
+}
+
+static int peer_involved(const room_t *room, const peer_t *peer)
+{
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        if (room->targets[t].peer == peer) {
+            return 1;
+        }
+    }
+    for (unsigned s = 0; s < room->nsources; s++) {
+        if (room->sources[s].peer == peer) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Does the room still wait for the peer: a decode rank that has not
+ * reported it SUCCESS, a prefill rank whose part is not complete? */
+static int peer_part_open(const room_t *room, const peer_t *peer)
+{
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        if (room->targets[t].peer == peer && !room->targets[t].received) {
+            return 1;
+        }
+    }
+    for (unsigned s = 0; s < room->nsources; s++) {
+        if (room->sources[s].peer == peer && !room->sources[s].complete) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Goodbye from a peer of the other instance: the rooms it still had a part
+ * in -- those it never opened among them, which no FAIL of its destroy
+ * named -- fail now with the shutdown as reason. A room whose part of
+ * that peer is over (its decode rank reported SUCCESS and is done with it
+ * while another decode rank is not yet) goes on. */
+void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
+{
+    peer->bye = 1;
+    for (size_t i = 0; peer->role != ctx->role && i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        if (room != NULL && peer_part_open(room, peer)) {
+            peer_fail_if_gone(ctx, room, peer);
+        }
+    }
+}
+
 /* Fails every room that involves a lost peer. */
 static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
 {
     for (size_t i = 0; i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
-        int involved = 0;
         kvx_failure_t f;
 
         if (room == NULL) {
@@ -161,16 +222,8 @@ static void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
             peer_break_instance(ctx, room, &f);
             continue;
         }
-        if (room->state == KVX_ROOM_FAILED || room->state == KVX_ROOM_SUCCESS) {
-            continue;
-        }
-        for (unsigned t = 0; t < room->ntargets; t++) {
-            involved |= room->targets[t].peer == peer;
-        }
-        for (unsigned s = 0; s < room->nsources; s++) {
-            involved |= room->sources[s].peer == peer;
-        }
-        if (!involved) {
+        if (room->state == KVX_ROOM_FAILED || room->state == KVX_ROOM_SUCCESS ||
+            !peer_involved(room, peer)) {
             continue;
         }
         failure_set_room(&f, room->id, KVX_ERR_PEER_LOST, room_stage(room), NULL,
