@@ -32,6 +32,7 @@ typedef struct kvc {
     int (*free_)(void *);
     int (*memcpy_)(void *, const void *, size_t, int);
     const char *(*error_string)(int);
+    const char *(*error_name)(int);
     int devices;
 } kvc_t;
 
@@ -56,7 +57,7 @@ static inline int kvc_open(char *why, size_t len)
         }
     }
     if (h == NULL) {
-        snprintf(why, len, "no CUDA runtime: %s", dlerror());
+        snprintf(why, len, "CUDA unavailable: cannot load the CUDA runtime: %s", dlerror());
         return -1;
     }
     *(void **)&kvc.get_device_count = dlsym(h, "cudaGetDeviceCount");
@@ -65,14 +66,21 @@ static inline int kvc_open(char *why, size_t len)
     *(void **)&kvc.free_ = dlsym(h, "cudaFree");
     *(void **)&kvc.memcpy_ = dlsym(h, "cudaMemcpy");
     *(void **)&kvc.error_string = dlsym(h, "cudaGetErrorString");
+    *(void **)&kvc.error_name = dlsym(h, "cudaGetErrorName");
     if (kvc.get_device_count == NULL || kvc.set_device == NULL || kvc.malloc_ == NULL ||
-        kvc.free_ == NULL || kvc.memcpy_ == NULL || kvc.error_string == NULL) {
+        kvc.free_ == NULL || kvc.memcpy_ == NULL || kvc.error_string == NULL ||
+        kvc.error_name == NULL) {
         snprintf(why, len, "the CUDA runtime lacks a function the tests use");
         return -1;
     }
     rc = kvc.get_device_count(&kvc.devices);
-    if (rc != 0 || kvc.devices == 0) {
-        snprintf(why, len, "no CUDA device: %s", rc != 0 ? kvc.error_string(rc) : "none found");
+    /* As kvx says it: "CUDA unavailable: " and CUDA's error. */
+    if (rc != 0) {
+        snprintf(why, len, "CUDA unavailable: %s: %s", kvc.error_string(rc), kvc.error_name(rc));
+        return -1;
+    }
+    if (kvc.devices == 0) {
+        snprintf(why, len, "CUDA unavailable: no CUDA device");
         return -1;
     }
     return 0;
