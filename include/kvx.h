@@ -446,8 +446,9 @@ KVX_API kvx_status_t kvx_ctx_mem_path(kvx_ctx_t *ctx, kvx_mem_path_t *path_p, ch
  * The memory path a context of this process with a pool of the given type
  * would take on its own (a job stages when any of its ranks would): asks
  * UCX which memory types it can access (with this process's UCX_*
- * variables) and reads KVX_MEM_PATH. For tools; does not need MPI. Creates
- * and destroys a UCX context; for CUDA, loads the CUDA runtime.
+ * variables) and reads KVX_MEM_PATH. For tools (kvx-info -p prints it);
+ * does not need MPI. Creates and destroys a UCX context; for CUDA, loads the
+ * CUDA runtime.
  * @param reason  optional (NULL); why, in one sentence
  * @return KVX_OK; KVX_ERR_CUDA (CUDA unavailable: the reason says why),
  *         KVX_ERR_UNSUPPORTED (built without CUDA; KVX_MEM_PATH=direct with
