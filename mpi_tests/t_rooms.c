@@ -655,8 +655,12 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     parse(argc, argv, &o);
     if (o.cuda_lo <= o.cuda_hi) {
-        char why[256];
-        int ok = kvc_open(why, sizeof(why)) == 0, all = 0;
+        char why[256] = "";
+        kvx_mem_path_t path;
+        /* A kvx built without CUDA skips too (a GPU node may run one). */
+        int ok = kvx_mem_path_probe(KVX_MEM_CUDA, &path, why, sizeof(why)) != KVX_ERR_UNSUPPORTED &&
+                 kvc_open(why, sizeof(why)) == 0,
+            all = 0;
 
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (!all) {
