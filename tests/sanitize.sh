@@ -49,7 +49,12 @@ sanitize_one() {
     mkdir -p "$reports"
     # Sanitized ranks are slower: a peer is lost only after 10 s of silence.
     KVX_PEER_TIMEOUT=${KVX_PEER_TIMEOUT:-10s}
-    export KVX_PEER_TIMEOUT
+    # and every case gets three times its bound; the soak (agree_soak.mpi)
+    # runs 5,000 rooms instead of 20,000 (its 2-minute bound is the plain
+    # build's).
+    KVXT_TIMEOUT_SCALE=${KVXT_TIMEOUT_SCALE:-3}
+    KVXT_SOAK_ROOMS=${KVXT_SOAK_ROOMS:-5000}
+    export KVX_PEER_TIMEOUT KVXT_TIMEOUT_SCALE KVXT_SOAK_ROOMS
     case $kind in
     asan)
         # fast_unwind_on_malloc=0: full allocation stacks, so that the LSan

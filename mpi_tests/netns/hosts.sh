@@ -67,7 +67,8 @@
 #     --mca pml ob1 --mca btl self,vader,tcp, so MPI is not carried by UCX over
 #     data0 and survives a data fault), always --bind-to none (each daemon thinks it
 #     owns the machine and would bind every rank to core 0), --oversubscribe, and
-#     -x UCX_NET_DEVICES=data0. `hosts.sh mpirun` adds all of these.
+#     -x UCX_NET_DEVICES=data0. `hosts.sh mpirun` adds all of these (KVXN_NET
+#     names other devices for UCX_NET_DEVICES; KVXN_NET= set empty adds none).
 #   - UCX over TCP moves a put only while the target progresses its worker: a
 #     passive target must keep calling ucp_worker_progress().
 #
@@ -316,7 +317,9 @@ cmd_mpirun() {
     set -- --host "$spec" -np $np --oversubscribe --bind-to none \
         --mca plm_rsh_agent "$self agent" \
         --mca oob_tcp_if_include ctl0 --mca btl_tcp_if_include ctl0 \
-        --mca pml ob1 --mca btl self,vader,tcp -x UCX_NET_DEVICES=data0 "$@"
+        --mca pml ob1 --mca btl self,vader,tcp "$@"
+    # KVXN_NET= (set, empty) leaves UCX to choose the interfaces itself.
+    [ -n "${KVXN_NET-data0}" ] && set -- -x UCX_NET_DEVICES="${KVXN_NET-data0}" "$@"
     [ "$(id -u)" = 0 ] && set -- --allow-run-as-root "$@"
     set -- "${MPIRUN:-mpirun}" "$@"
     [ "$t" = 0 ] || set -- timeout -k 5 "$t" "$@"

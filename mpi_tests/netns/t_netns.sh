@@ -28,42 +28,12 @@ export KVXN_ID
 mib8=8388608
 iters=4
 
-say() {
-    echo "t_netns: $*"
-}
-fail() {
-    say "FAIL: $*"
-    exit 1
-}
-now() {
-    date +%s.%N
-}
-# counters HOST IF: sets rx and tx.
-counters() {
-    set -- $("$H" bytes "$1" "$2")
-    rx=$1
-    tx=$2
-}
+NAME=t_netns
+. "$top_srcdir/mpi_tests/netns/testlib.sh"
 
-if ! command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1; then
-    say "SKIP: no mpirun"
-    exit 77
-fi
 [ -x "$prog" ] || fail "$prog is not built (make check builds it)"
-command -v nft >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin
-command -v nft >/dev/null 2>&1 ||
-    fail "nft is missing: install nftables (launch/quickstart.sh does)"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/kvxt-netns.XXXXXX") || exit 99
-trap '"$H" down >/dev/null 2>&1; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
 t0=$(date +%s)
-
-"$H" up 2
-rc=$?
-[ $rc -eq 77 ] && exit 77
-[ $rc -ne 0 ] && fail "hosts.sh up 2 exited $rc"
-say "hosts h0 h1 up (set $KVXN_ID)"
+hosts_start 2 nft
 
 # ---- 1. launch over the control link alone -----------------------------
 "$H" fault h1 drop || fail "cannot drop h1's data0"
@@ -80,12 +50,7 @@ say "1. launch: 2 ranks on h0 and 2 on h1 through the rsh agent with h1's data0 
     "h1's ctl0 received $((rx - c_rx)) bytes"
 
 # ---- 2. UCX puts cross over TCP on data0 -------------------------------
-for h in h0 h1; do
-    for i in data0 lo; do
-        counters $h $i
-        eval "b_${h}_$i=\"$rx $tx\""
-    done
-done
+bytes_mark
 "$H" mpirun -N 1 -t 30 "$prog" -s $mib8 -n $iters -l data0 >"$work/put.out" 2>&1
 rc=$?
 sed 's/^/    /' "$work/put.out"
@@ -94,12 +59,7 @@ sed 's/^/    /' "$work/put.out"
     fail "expected both endpoints on tcp/data0"
 need=$((mib8 * iters))
 for h in h0 h1; do
-    eval "set -- \$b_${h}_data0 \$b_${h}_lo"
-    counters $h data0
-    d_rx=$((rx - $1))
-    d_tx=$((tx - $2))
-    counters $h lo
-    l_rx=$((rx - $3))
+    bytes_moved $h
     [ $d_rx -ge $need ] && [ $d_tx -ge $need ] ||
         fail "$h data0 moved rx $d_rx tx $d_tx bytes, less than the $need put each way"
     [ $l_rx -lt $((need / 16)) ] || fail "$h lo moved $l_rx bytes: puts went over lo?"

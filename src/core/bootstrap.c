@@ -28,6 +28,7 @@ typedef struct rank_info {
     uint32_t blob_len;
     int32_t pid;
     char machine[96]; /* boot id and PID namespace: equal means kill(pid, 0) works */
+    char netns[48];   /* network namespace: with machine equal, the same host */
 } rank_info_t;
 
 /* What makes two processes share a kernel and a PID namespace. */
@@ -47,6 +48,16 @@ static void bootstrap_machine(char *buf, size_t len)
     n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
     ns[n > 0 ? n : 0] = '\0';
     snprintf(buf, len, "%s/%s", boot, ns);
+}
+
+/* The network namespace, "net:[INODE]" (empty when unreadable). Processes of
+ * one machine in different network namespaces talk over a network that can
+ * fail silently, as hosts do (mpi_tests/netns/hosts.sh makes such hosts). */
+static void bootstrap_netns(char *buf, size_t len)
+{
+    ssize_t n = readlink("/proc/self/ns/net", buf, len - 1);
+
+    buf[n > 0 ? n : 0] = '\0';
 }
 
 kvx_status_t bootstrap_agree(MPI_Comm comm, kvx_status_t status, kvx_failure_t *why)
@@ -447,6 +458,8 @@ static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info, con
         peer->pid = info[r].pid;
         peer->same_machine =
             info[r].machine[0] != '/' && strcmp(info[r].machine, info[ctx->rank].machine) == 0;
+        peer->same_host = peer->same_machine && info[r].netns[0] != '\0' &&
+                          strcmp(info[r].netns, info[ctx->rank].netns) == 0;
         ctx->npeers = ++n;
         ctx->peer_by_rank[r] = peer;
         status = bootstrap_peer(ctx, peer, &info[r], blobs + displs[r], info[r].blob_len,
@@ -506,6 +519,7 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
     mine.layout_hash = bootstrap_hash(ctx);
     mine.pid = (int32_t)getpid();
     bootstrap_machine(mine.machine, sizeof(mine.machine));
+    bootstrap_netns(mine.netns, sizeof(mine.netns));
     mine.blob_len = (uint32_t)w.len;
     status = bootstrap_agree(ctx->world, status, why);
     if (status != KVX_OK) {
@@ -594,17 +608,21 @@ void bootstrap_close_endpoints(kvx_ctx_t *ctx)
         /* A lost peer's endpoint may hold puts that can never complete:
          * in peer error mode a forced close cancels them; otherwise
          * destroying the worker completes them (bootstrap_cleanup()). */
-        if ((peer->lost && !peer->peer_mode) || peer->ep_failed) {
-            continue; /* ep_failed: closed when UCX reported the error */
-        }
-        /* Keys go before their endpoint, once nothing uses them. */
-        if (peer->inflight_ops == 0) {
+        int stuck = peer->lost && !peer->peer_mode;
+
+        /* Keys go before their endpoint, once nothing uses them; those of
+         * an endpoint that failed too (closed when UCX reported it), or
+         * UCX complains of rkeys not returned when the worker goes. */
+        if (peer->inflight_ops == 0 && !stuck) {
             for (int r = 0; r < peer->nregions && peer->rkeys != NULL; r++) {
                 kucx_rkey_destroy(peer->rkeys[r]);
                 peer->rkeys[r] = NULL;
             }
             kucx_rkey_destroy(peer->aux_rkey);
             peer->aux_rkey = NULL;
+        }
+        if (stuck || peer->ep_failed) {
+            continue; /* ep_failed: closed when UCX reported the error */
         }
         if (peer->ep != NULL) {
             data_closed = kucx_ep_close(&ctx->ucx, KUCX_DATA, peer->ep, peer->lost, KVX_NS_PER_S);

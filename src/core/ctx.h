@@ -57,6 +57,7 @@ typedef struct peer {
     char lost_how[128]; /* when lost: how it was detected */
     int pid;            /* its process id */
     int same_machine;   /* same kernel and PID namespace: its pid can be checked */
+    int same_host;      /* same_machine and the same network namespace */
 } peer_t;
 
 /* Sender side: one decode rank a prefill room talks to. */

@@ -173,8 +173,8 @@ static int peer_involved(const room_t *room, const peer_t *peer)
 }
 
 /* Does the room still wait for the peer: a decode rank that has not
- * reported it SUCCESS, a prefill rank whose part is not complete? */
-static int peer_part_open(const room_t *room, const peer_t *peer)
+ * reported the room SUCCESS, a prefill rank that has not said DONE? */
+static int peer_owes(const room_t *room, const peer_t *peer)
 {
     for (unsigned t = 0; t < room->ntargets; t++) {
         if (room->targets[t].peer == peer && !room->targets[t].received) {
@@ -182,25 +182,24 @@ static int peer_part_open(const room_t *room, const peer_t *peer)
         }
     }
     for (unsigned s = 0; s < room->nsources; s++) {
-        if (room->sources[s].peer == peer && !room->sources[s].complete) {
+        if (room->sources[s].peer == peer && !room->sources[s].done) {
             return 1;
         }
     }
     return 0;
 }
 
-/* Goodbye from a peer of the other instance: the rooms it still had a part
- * in -- those it never opened among them, which no FAIL of its destroy
- * named -- fail now with the shutdown as reason. A room whose part of
- * that peer is over (its decode rank reported SUCCESS and is done with it
- * while another decode rank is not yet) goes on. */
+/* Goodbye from a peer of the other instance: the rooms that still wait for
+ * it -- those it never opened among them, which no FAIL of its destroy
+ * named -- fail now with the shutdown as reason. A peer whose part of a
+ * room is done may leave before the room ends. */
 void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
 {
     peer->bye = 1;
     for (size_t i = 0; peer->role != ctx->role && i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
 
-        if (room != NULL && peer_part_open(room, peer)) {
+        if (room != NULL && room->user_open && peer_owes(room, peer)) {
             peer_fail_if_gone(ctx, room, peer);
         }
     }
@@ -255,20 +254,24 @@ static int peer_process_gone(const peer_t *peer)
     return state != NULL && (state[2] == 'Z' || state[2] == 'X');
 }
 
-/* Why a silent peer counts as lost, or NULL while it does not. A peer on
- * this machine whose process is gone is lost after 3 keepalive intervals; one
- * whose process is still there is only slow (an overloaded machine stalls
- * every rank for a second at times) and is lost when silent 10 times
- * KVX_PEER_TIMEOUT (hung); a remote peer is lost when silent KVX_PEER_TIMEOUT. */
+/* Why a silent peer counts as lost, or NULL while it does not. A peer whose
+ * pid this rank can see (same_machine) and whose process is gone is lost
+ * after 3 keepalive intervals. A peer on this host whose process is still
+ * there is only slow (an overloaded machine stalls every rank for a second at
+ * times) and is lost when silent 10 times KVX_PEER_TIMEOUT (hung). A remote
+ * peer is lost when silent KVX_PEER_TIMEOUT: so is one on this machine in
+ * another network namespace, since a live process says nothing about the
+ * network between it and this rank, which can fail silently (a cut link, a
+ * firewall), as between hosts. */
 static const char *peer_lost_how(const kvx_ctx_t *ctx, const peer_t *peer, uint64_t silent,
                                  char *how, size_t len)
 {
     if (peer->same_machine && silent > 3 * ctx->cfg.keepalive_interval && peer_process_gone(peer)) {
-        snprintf(how, len, "its process %d on this host is gone (silent for %.2f s)", peer->pid,
+        snprintf(how, len, "its process %d on this machine is gone (silent for %.2f s)", peer->pid,
                  kvx_ns_to_s(silent));
         return how;
     }
-    if (silent > ctx->cfg.peer_timeout * (peer->same_machine ? 10 : 1)) {
+    if (silent > ctx->cfg.peer_timeout * (peer->same_host ? 10 : 1)) {
         snprintf(how, len, "silent for %.2f s", kvx_ns_to_s(silent));
         return how;
     }
@@ -284,7 +287,13 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
     snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
     /* A collective on the TP communicator would never complete now. */
     ctx->tp_broken |= peer->role == ctx->role;
-    kvx_warn("peer %s lost: %s", peer->name, how);
+    if (peer->bye) {
+        /* It said goodbye and closed its endpoints: over TCP, UCX reports
+         * that as an error of ours. Not news; its rooms still fail. */
+        kvx_info("peer %s gone after its goodbye: %s", peer->name, how);
+    } else {
+        kvx_warn("peer %s lost: %s", peer->name, how);
+    }
     peer_fail_rooms(ctx, peer, how);
 }
 

@@ -109,6 +109,12 @@ kvx_status_t progress_start(kvx_ctx_t *ctx)
     if (status != KVX_OK) {
         return status;
     }
+    /* Silence counts from here: no peer is heard before progress runs, and
+     * the last step of the bootstrap, a collective, may have waited seconds
+     * for a slow rank on a loaded machine. */
+    for (int i = 0; i < ctx->npeers; i++) {
+        ctx->peers[i].last_heard = kvx_now_ns();
+    }
     ctx->progress_running = 1;
     if (pthread_create(&ctx->progress, NULL, progress_main, ctx) != 0) {
         ctx->progress_running = 0;

@@ -65,8 +65,9 @@ static const cfg_row_t cfg_table[] = {
       "How often a rank tells each peer it is alive when it has nothing else to say.",
       CFG_FIELD(keepalive_interval), NULL, 0, 0 },
     { "KVX_PEER_TIMEOUT", CFG_TIME, "1.5s",
-      "A peer on another host silent this long is lost and its rooms fail with the reason; one on "
-      "this host is lost as soon as its process is gone, or when silent 10 times this long.",
+      "A peer on another host (or in another network namespace) silent this long is lost and its "
+      "rooms fail with the reason; one on this host is lost as soon as its process is gone, or "
+      "when silent 10 times this long.",
       CFG_FIELD(peer_timeout), NULL, 0, 0 },
     { "KVX_SHUTDOWN_TIMEOUT", CFG_TIME, "60s",
       "How long context destroy waits for live peers to say goodbye.", CFG_FIELD(shutdown_timeout),
