@@ -298,7 +298,9 @@ typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
  *    finished, and a failed room's pages are released only after every
  *    copy into them finished. Staging is KVX_STAGING_BYTES per rank, on the
  *    GPU's NUMA node. A host pool on this path is copied with memcpy (what
- *    KVX_MEM_PATH=staged does with host pools: a test of the path).
+ *    KVX_MEM_PATH=staged does with host pools: a test of the path). Where a
+ *    decode rank asks for data messages (KVX_WRITES), only the aux row
+ *    changes: one more data message instead of a put.
  */
 typedef enum kvx_mem_path { KVX_MEM_PATH_DIRECT = 0, KVX_MEM_PATH_STAGED } kvx_mem_path_t;
 
