@@ -29,11 +29,12 @@ build=$top/build
 # network namespaces (mpi_tests/netns/); clang and its fuzzer runtime build
 # the fuzzer of tests/fuzz/; valgrind runs the memcheck tests; jq reads
 # kvx-demo's JSON summary in its tests; gnuplot-nox draws kvx-bench --plot
-# (and the bench_* cases check the plot when it is there).
+# (and the bench_* cases check the plot when it is there); spin checks the
+# room protocol model of tests/model/.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
 slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
-clang libclang-rt-14-dev valgrind jq gnuplot-nox"
+clang libclang-rt-14-dev valgrind jq gnuplot-nox spin"
 
 missing=
 for p in $packages; do

@@ -12,7 +12,9 @@
 # the summary converts it to GB/s (10^9). The load average is printed before
 # every measurement; over TCP kvx-bench measures one repetition (1 GiB each
 # for kvx and the raw baseline); perftest runs with the UCX defaults (v1 protocols on UCX
-# 1.13) and, as kvx sets them, with UCX_PROTO_ENABLE=y.
+# 1.13) and, as kvx sets them, with UCX_PROTO_ENABLE=y. On shared memory kvx
+# runs twice: with its default pool (page-aligned memory of the process) and
+# with KVX_POOL_ALLOC=ucx (memory UCX allocates, as perftest's buffers).
 set -u
 out=${1:-perftest-results}
 [ -x tools/kvx-bench ] || { echo "run from the build directory"; exit 2; }
@@ -53,6 +55,7 @@ perftest() { # NAME ENV...
 }
 
 kvx kvx-shm 3
+kvx kvx-shm-ucxpool 3 KVX_POOL_ALLOC=ucx
 perftest perftest-shm
 perftest perftest-shm-v2 UCX_PROTO_ENABLE=y
 kvx kvx-tcp 1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo

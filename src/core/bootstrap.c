@@ -473,6 +473,7 @@ static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info, con
         if (peer->role != ctx->role) {
             peer->msg_writes =
                 ctx->cfg.writes == 2 || (ctx->cfg.writes == 0 && !kucx_ep_native_rma(peer->ep));
+            peer->put_in_host = kucx_ep_in_host(peer->ep);
         }
     }
     return KVX_OK;

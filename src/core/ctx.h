@@ -57,6 +57,7 @@ typedef struct peer {
     char lost_how[128]; /* when lost: how it was detected */
     int pid;            /* its process id */
     int same_machine;   /* same kernel and PID namespace: its pid can be checked */
+    int put_in_host;    /* every RMA lane to it is this host's memory: fast-completion puts */
     int same_host;      /* same_machine and the same network namespace */
 } peer_t;
 
@@ -164,13 +165,13 @@ typedef struct pool {
     int nbufs;
     kucx_region_t *regions;
     int nregions;
-    int *buf_region; /* region of each buffer */
-    void *owned;     /* memory kvx allocated, or NULL */
-    size_t owned_len;
+    int *buf_region;     /* region of each buffer */
+    void *owned;         /* memory kvx allocated, or NULL */
     kvx_mem_type_t type; /* where the buffers are (aux slots are host memory) */
     int dev;             /* their CUDA device, when type is CUDA */
     char busid[32];      /* its PCI bus id; "" for a host pool */
     int numa;            /* NUMA node near this rank (its GPU's), -1 if unknown */
+    int ucx_owned;       /* regions[0] is memory UCX allocated for kvx (KVX_POOL_ALLOC=ucx) */
     void *aux;
     size_t aux_slots, aux_stride;
     kucx_region_t aux_region;
@@ -281,6 +282,9 @@ int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer);
 void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
 /* UCX's error callback of peer-mode endpoints. */
 void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status);
+/* A room opened after a TP sibling was lost concludes FAILED at once: no
+ * agreement round will ever run for it (found by tests/model/room.pml). */
+void peer_break_if_broken(kvx_ctx_t *ctx, room_t *room);
 /* A room opened with a peer already lost fails at once, with the loss. */
 void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 /* Fails the room if the peer said goodbye (KVX_ERR_SHUTDOWN). */

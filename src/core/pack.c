@@ -335,8 +335,9 @@ static int pack_put(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub)
         room_fail(ctx, t->room, &f, 1);
         return -1;
     }
-    status = kucx_put(t->peer->ep, staging_at(&ctx->staging, slot), len, ctx->staging.region.memh,
-                      t->peer->buf_addr[b] + first, t->peer->buf_rkey[b], pack_done_cb, slot, &ucs);
+    status = kucx_put(t->peer->ep, t->peer->put_in_host, staging_at(&ctx->staging, slot), len,
+                      ctx->staging.region.memh, t->peer->buf_addr[b] + first, t->peer->buf_rkey[b],
+                      pack_done_cb, slot, &ucs);
     return pack_posted(ctx, t, slot, sub, status, ucs, "packed put to");
 }
 

@@ -133,6 +133,22 @@ static void peer_break_instance(kvx_ctx_t *ctx, room_t *room, const kvx_failure_
     }
 }
 
+void peer_break_if_broken(kvx_ctx_t *ctx, room_t *room)
+{
+    kvx_failure_t f;
+
+    for (int i = 0; i < ctx->npeers && ctx->tp_broken; i++) {
+        peer_t *peer = &ctx->peers[i];
+
+        if (peer->role == ctx->role && peer->lost) {
+            failure_set_room(&f, room->id, KVX_ERR_PEER_LOST, room_stage(room), NULL,
+                             "peer %s lost: %s", peer->name, peer->lost_how);
+            peer_break_instance(ctx, room, &f);
+            return;
+        }
+    }
+}
+
 void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
 {
     kvx_failure_t f;

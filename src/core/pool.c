@@ -17,13 +17,33 @@
 /* An aux slot holds a header tagging it with its room, then the payload. */
 #define POOL_AUX_HEADER 16
 
-static kvx_status_t pool_alloc(pool_t *pool, size_t len, kvx_failure_t *why)
+/* The pool kvx owns: page-aligned memory of this process, or, with
+ * KVX_POOL_ALLOC=ucx, memory UCX allocates and registers at once
+ * (ucp_mem_map with UCP_MEM_MAP_ALLOCATE). UCX's shared-memory transports
+ * put straight into memory UCX allocated (POSIX or SysV shared memory), but
+ * into ordinary memory UCX 1.13 puts by active messages the target copies
+ * (kvx-bench put, 4 MiB rooms on this VM: about 1.6-1.9 against 4.5-7 GB/s).
+ * It is not the default: when a peer dies mid-transfer into such memory,
+ * UCX 1.13 aborts the surviving rank (an assertion under
+ * ucp_ep_set_failed -> ucp_wireup_ep_pending_queue_purge, in either error
+ * mode; mpi_tests/cases/kill_decode.mpi shows it). */
+static kvx_status_t pool_alloc(kvx_ctx_t *ctx, size_t len, kvx_failure_t *why)
 {
-    if (pool->type == KVX_MEM_CUDA) {
-        kvx_status_t status = mem_cuda_alloc(pool->dev, len, &pool->owned, why);
+    pool_t *pool = &ctx->pool;
 
-        pool->owned_len = status == KVX_OK ? len : 0;
-        return status;
+    if (pool->type == KVX_MEM_CUDA) {
+        return mem_cuda_alloc(pool->dev, len, &pool->owned, why);
+    }
+    if (ctx->cfg.pool_alloc == 1) {
+        kvx_status_t status =
+            kucx_region_map(&ctx->ucx, NULL, len, UCS_MEMORY_TYPE_HOST, &pool->regions[0], why);
+
+        if (status != KVX_OK) {
+            return status;
+        }
+        memset(pool->regions[0].base, 0, len);
+        pool->ucx_owned = 1;
+        return KVX_OK;
     }
     /* Pages are page aligned so that registration pins whole pages. */
     if (posix_memalign(&pool->owned, 4096, len) != 0) {
@@ -33,7 +53,6 @@ static kvx_status_t pool_alloc(pool_t *pool, size_t len, kvx_failure_t *why)
         return KVX_ERR_NO_MEMORY;
     }
     memset(pool->owned, 0, len);
-    pool->owned_len = len;
     return KVX_OK;
 }
 
@@ -76,12 +95,12 @@ static kvx_status_t pool_place(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, k
         return KVX_OK;
     }
     if (base == NULL) {
-        kvx_status_t status = pool_alloc(pool, pool->buf_len * (size_t)pool->nbufs, why);
+        kvx_status_t status = pool_alloc(ctx, pool->buf_len * (size_t)pool->nbufs, why);
 
         if (status != KVX_OK) {
             return status;
         }
-        base = pool->owned;
+        base = pool->ucx_owned ? pool->regions[0].base : pool->owned;
     } else if (pool_check(pool, base, pool->buf_len * (size_t)pool->nbufs, "slab", why) != KVX_OK) {
         return why->status;
     }
@@ -98,8 +117,9 @@ kvx_status_t pool_register(kvx_ctx_t *ctx, kvx_failure_t *why)
     int cuda = pool->type == KVX_MEM_CUDA;
     kvx_status_t status;
 
-    /* On the staged path nothing reaches a CUDA pool but kvx's own copies. */
-    for (int r = 0; r < pool->nregions && !(cuda && ctx->cstage.all); r++) {
+    /* On the staged path nothing reaches a CUDA pool but kvx's own copies;
+     * a pool UCX allocated (KVX_POOL_ALLOC=ucx) is registered already. */
+    for (int r = pool->ucx_owned; r < pool->nregions && !(cuda && ctx->cstage.all); r++) {
         size_t len = pool->nregions == 1 ? pool->buf_len * (size_t)pool->nbufs : pool->buf_len;
         void *base = pool->nregions == 1 ? pool->buf[0] : pool->buf[r];
 

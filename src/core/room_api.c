@@ -191,6 +191,7 @@ static void room_api_opened(kvx_ctx_t *ctx, room_t *room)
     if (!room_terminal(room) && fault_at(ctx, KVX_STAGE_BOOTSTRAP, room, &act) == FAULT_FAIL) {
         room_fail(ctx, room, &act.failure, 1);
     }
+    peer_break_if_broken(ctx, room);
 }
 
 kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instance,

@@ -68,6 +68,13 @@ void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t s
 {
     kvx_failure_t f;
 
+    if (ucs == UCS_ERR_ENDPOINT_TIMEOUT || ucs == UCS_ERR_CONNECTION_RESET ||
+        ucs == UCS_ERR_UNREACHABLE || ucs == UCS_ERR_SHMEM_SEGMENT) {
+        /* The endpoint itself is broken, as if UCX had called its error
+         * handler: the peer is lost, and every room with it fails with that
+         * reason, not only this one. */
+        peer_ep_error(t->peer, t->peer->ep, ucs);
+    }
     failure_set_room(&f, t->room->id, status, stage, ucs_status_string(ucs), "%s %s failed", what,
                      t->peer->name);
     room_fail(ctx, t->room, &f, 1);
@@ -246,8 +253,8 @@ static int sender_put(kvx_ctx_t *ctx, target_t *t, const void *src, size_t len, 
                       ucp_rkey_h rkey, ucp_mem_h memh, kvx_stage_t stage)
 {
     ucs_status_t ucs;
-    kvx_status_t status =
-        kucx_put(t->peer->ep, src, len, memh, raddr, rkey, sender_put_cb, t, &ucs);
+    kvx_status_t status = kucx_put(t->peer->ep, t->peer->put_in_host, src, len, memh, raddr, rkey,
+                                   sender_put_cb, t, &ucs);
 
     if (status != KVX_OK && status != KVX_INPROGRESS) {
         sender_fail(ctx, t, status, stage, ucs, stage == KVX_STAGE_AUX ? "aux put to" : "put to");

@@ -105,6 +105,12 @@ int kucx_ep_is_shm(ucp_ep_h ep);
  * messages, whose target side then aborts the process when the initiator
  * dies (UCX 1.13 over TCP): kvx sends data messages instead (pack.c). */
 int kucx_ep_native_rma(ucp_ep_h ep);
+/* Are all of an endpoint's lanes transports within this host (shared
+ * memory, CMA, XPMEM, KNEM)? Puts over it then ask for fast completion:
+ * UCX 1.13's v2 protocols copy such a put straight into the peer's memory
+ * (mapped from memory UCX allocated: the pool, pool.c) instead of emulating
+ * puts larger than 32 KiB with active messages. */
+int kucx_ep_in_host(ucp_ep_h ep);
 /* Closes an endpoint after flushing it, progressing the worker for at most
  * timeout_ns. Returns 0 when the close did not finish: destroying the worker
  * then completes it (and whatever the endpoint still held). */
@@ -142,8 +148,9 @@ typedef void (*kucx_done_cb_t)(void *request, ucs_status_t status, void *user_da
 
 /* Posts a put. KVX_OK: completed at once (cb not called). KVX_INPROGRESS: cb
  * will be called from progress. Error: not posted. *ucs_p gets UCX's status. */
-kvx_status_t kucx_put(ucp_ep_h ep, const void *buf, size_t len, ucp_mem_h memh, uint64_t raddr,
-                      ucp_rkey_h rkey, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p);
+kvx_status_t kucx_put(ucp_ep_h ep, int fast, const void *buf, size_t len, ucp_mem_h memh,
+                      uint64_t raddr, ucp_rkey_h rkey, kucx_done_cb_t cb, void *user,
+                      ucs_status_t *ucs_p);
 /* Flushes every operation on ep to remote completion; same return rules. */
 kvx_status_t kucx_flush(ucp_ep_h ep, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p);
 /* Sends an eager active message (header + payload are copied or held until

@@ -49,12 +49,16 @@ static kvx_status_t kucx_posted_len(void *req, size_t len, ucs_status_t *ucs_p)
     return kucx_posted(req, ucs_p);
 }
 
-kvx_status_t kucx_put(ucp_ep_h ep, const void *buf, size_t len, ucp_mem_h memh, uint64_t raddr,
-                      ucp_rkey_h rkey, kucx_done_cb_t cb, void *user, ucs_status_t *ucs_p)
+kvx_status_t kucx_put(ucp_ep_h ep, int fast, const void *buf, size_t len, ucp_mem_h memh,
+                      uint64_t raddr, ucp_rkey_h rkey, kucx_done_cb_t cb, void *user,
+                      ucs_status_t *ucs_p)
 {
     ucp_request_param_t p = kucx_param(user, memh);
 
     p.cb.send = cb;
+    if (fast) {
+        p.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
+    }
     return kucx_posted_len(ucp_put_nbx(ep, buf, len, raddr, rkey, &p), len, ucs_p);
 }
 

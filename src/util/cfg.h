@@ -42,6 +42,7 @@ typedef struct kvx_cfg {
     int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
     int ep_err_mode;             /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none */
     int writes;                  /* KVX_WRITES: 0 auto, 1 put, 2 message */
+    int pool_alloc;              /* KVX_POOL_ALLOC: 0 host, 1 ucx */
     uint64_t staging_bytes;      /* KVX_STAGING_BYTES */
     int mem_path;                /* KVX_MEM_PATH, a cfg_mem_path_t */
     char *cuda_library;          /* KVX_CUDA_LIBRARY */

@@ -5,10 +5,12 @@
  * The context is set up as kvx sets up its own (src/ucx/ucx_ctx.c): the
  * user's UCX_* variables, v2 protocols unless UCX_PROTO_ENABLE is set,
  * features RMA, AM and WAKEUP, a worker in serialized thread mode, puts on
- * page-aligned registered memory with the source's memory handle, and the
- * endpoint's error mode chosen as KVX_EP_ERR_MODE=auto chooses it (peer
- * mode unless every lane is shared memory, or as KVX_EP_ERR_MODE says). It is
- * created after kvx's context, so UCX_NET_DEVICES is what kvx chose.
+ * memory allocated as kvx's pool (page-aligned, or by UCX with
+ * KVX_POOL_ALLOC=ucx) with the source's memory handle, fast-completion puts
+ * where every lane stays on this host, and the endpoint's error mode chosen
+ * as KVX_EP_ERR_MODE=auto chooses it (peer mode unless every lane is shared
+ * memory, or as KVX_EP_ERR_MODE says). It is created after kvx's context, so
+ * UCX_NET_DEVICES is what kvx chose.
  *
  * A room is its puts and one flush of the endpoint; the target progresses
  * its worker (on shared memory UCX emulates puts with active messages only
@@ -44,6 +46,8 @@ struct raw {
     void *src, *dst; /* dst is followed by the flag */
     size_t src_len, dst_len;
     ucp_mem_h src_memh, dst_memh;
+    int fast;      /* every lane is shared memory: fast-completion puts, as kvx */
+    int ucx_owned; /* src and dst are UCX's (KVX_POOL_ALLOC=ucx) */
     void *rkey_buf;
     uint64_t remote_dst;
     uint64_t seq;      /* streams so far: the flag's next value */
@@ -130,25 +134,40 @@ static void raw_progress(raw_t *raw)
     }
 }
 
+/* Memory as kvx's pool: page-aligned memory registered with UCX, or with
+ * KVX_POOL_ALLOC=ucx memory UCX allocates and registers (as ucx_perftest's
+ * buffers: shared-memory transports put into it directly). */
 static int raw_map(raw_t *raw, void **buf, size_t len, ucp_mem_h *memh)
 {
     ucp_mem_map_params_t p = { 0 };
+    ucp_mem_attr_t attr = { 0 };
+    int by_ucx = raw_config_is("KVX_POOL_ALLOC", "ucx");
     ucs_status_t st;
 
-    if (posix_memalign(buf, 4096, len) != 0) {
+    *buf = NULL;
+    if (!by_ucx && posix_memalign(buf, 4096, len) != 0) {
         fprintf(stderr, "kvx-bench: rank %d: cannot allocate %zu bytes\n", bench_rank, len);
         return -1;
     }
-    memset(*buf, 0, len);
     p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
-                   UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+                   UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
     p.address = *buf;
     p.length = len;
     p.memory_type = UCS_MEMORY_TYPE_HOST;
+    p.flags = by_ucx ? UCP_MEM_MAP_ALLOCATE : 0;
     if ((st = ucp_mem_map(raw->context, &p, memh)) != UCS_OK) {
         raw_error("ucp_mem_map", st);
         return -1;
     }
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+    if (by_ucx && (st = ucp_mem_query(*memh, &attr)) != UCS_OK) {
+        raw_error("ucp_mem_query", st);
+        ucp_mem_unmap(raw->context, *memh);
+        return -1;
+    }
+    raw->ucx_owned = by_ucx;
+    *buf = by_ucx ? attr.address : *buf;
+    memset(*buf, 0, len);
     return 0;
 }
 
@@ -228,6 +247,7 @@ static int raw_ep(raw_t *raw, const void *addr, int same_host)
             return -1;
         }
         raw_lanes(raw->ep, raw->tls, sizeof(raw->tls));
+        raw->fast = raw_all_shm(raw->tls);
         if (peer || mode != 0 || raw_all_shm(raw->tls)) {
             raw->peer_mode = peer;
             return 0;
@@ -357,8 +377,10 @@ void raw_destroy(raw_t *raw)
     if (raw->context != NULL) {
         ucp_cleanup(raw->context);
     }
-    free(raw->src);
-    free(raw->dst);
+    if (!raw->ucx_owned) { /* else UCX's, freed by ucp_mem_unmap() above */
+        free(raw->src);
+        free(raw->dst);
+    }
     free(raw);
 }
 
@@ -420,6 +442,9 @@ static void raw_post_room(raw_t *raw, const raw_put_t *puts, size_t n)
     p.cb.send = raw_put_cb;
     p.user_data = raw;
     p.memh = raw->src_memh;
+    if (raw->fast) {
+        p.op_attr_mask |= UCP_OP_ATTR_FLAG_FAST_CMPL;
+    }
     for (size_t i = 0; i < n; i++) {
         req = ucp_put_nbx(raw->ep, (char *)raw->src + puts[i].src, puts[i].len,
                           raw->remote_dst + puts[i].dst, raw->rkey, &p);

@@ -1,0 +1,892 @@
+/*
+ * room.pml - kvx's room protocol (src/core) as built, for spin.
+ *
+ * One room between a prefill and a decode instance of TP 2: ranks 0,1 are
+ * prefill TP 0,1 (processes Prefill(p)), ranks 2,3 decode TP 0,1 (Decode(d));
+ * prefill p talks to and writes decode p (plan_pair() for equal TP; -DCROSS
+ * makes every pair talk). Agree(i) is each instance's agreement loop.
+ * Data is abstracted to bits (posted / in flight / landed), failure records
+ * to a code CODE(stage, kind, origin rank) whose order KEY() is
+ * failure_compare()'s. Control messages travel in per-pair FIFO channels
+ * (one UCX endpoint per pair delivers eager active messages in order) and are
+ * delayed arbitrarily; puts are in flight until the flush that covers them.
+ *
+ * Step by step, what models what:
+ *   Decode "opens"        kvx_room_recv_open() -> receiver_open() ->
+ *                         receiver_grant() (PREALLOC; injected PREALLOC fault)
+ *                         -> room_api_opened() (peer_fail_if_lost,
+ *                         peer_break_if_broken)
+ *   Prefill "opens"       kvx_room_send_open() -> sender_open(),
+ *                         room_api_replay() of early messages, room_api_opened()
+ *   chunk                 kvx_room_send_chunk() -> sender_chunk() ->
+ *                         sender_maybe_start() (START), sender_pump_all()
+ *   p_on_prealloc         sender_on_prealloc() (ACCEPT, WAIT; FAIL+DRAINED
+ *                         when the room already failed)
+ *   p_pump                sender_pump(): puts, sender_put_aux(), sender_flush()
+ *   flush complete / land sender_flushed() -> sender_target_done() (DONE) or
+ *                         sender_send_drained(); puts land by then
+ *   p_fail / d_fail       room_fail() -> room_notify() / room_notify_early(),
+ *                         sender_drain() / receiver_on_fail()
+ *   p_handle              protocol_room_msg() on the prefill: FAIL,
+ *                         sender_on_received(), sender_on_verdict()
+ *   early[p]              protocol_keep_early(), protocol_nothing_in_flight()
+ *   d_handle              protocol_room_msg() nonce check with
+ *                         protocol_pre_grant_fail() (FAIL0 = FAIL with nonce 0),
+ *                         receiver_on_msg(), receiver_source_complete()
+ *   d_complete/d_succeed  receiver_all_done(), receiver_check_aux(),
+ *                         receiver_succeed() (RECEIVED)
+ *   d_update_pages        receiver_update_pages(); D_DRAIN: receiver_tick()
+ *                         quarantine after KVX_DRAIN_TIMEOUT
+ *   deadlines             room_tick() -> room_expire() (state deadlines, the
+ *                         unopened room's, none once delivered);
+ *                         P_LONGWAIT: sender_may_conclude()'s 10 peer timeouts
+ *   loss detection        peer_tick() -> peer_mark_lost() -> peer_fail_rooms(),
+ *                         peer_break_instance() for a TP sibling
+ *   CONTRIB/MAYCON        agree_sample(), sender_may_conclude()
+ *   Agree(i)              kvx_agree_start()/kvx_agree_test(): see below
+ *   crash                 any one rank stops at any point (FAULT_KILL, kill -9)
+ *
+ * Properties (each an assert with a "VIOLATION <property>" line):
+ *   agreement   check_pair(): two live ranks that concluded the room agree
+ *               on its state (a rank that concluded by breaking its instance
+ *               is exempt unless -DSTRICT);
+ *   reason      both FAILED: one root cause on all four ranks (both
+ *               instances), except a prefill that had to conclude alone
+ *               after 10 peer timeouts (documented in sender_may_conclude);
+ *   integrity   conclude(): a FAILED outcome's reason was recorded at its
+ *               origin (orig[]); finality: a concluded outcome never changes;
+ *   validity    d_succeed()/conclude(): SUCCESS only with every page and the
+ *               aux row landed;
+ *   pages       check_release()/land(): no put in flight when pages are
+ *               released (a released page may be granted again at once);
+ *   termination init: in every state where nothing can move and no deadline
+ *               is left, every live rank concluded and every live decode
+ *               rank's pages settled (released or quarantined).
+ * Broken variants (must fail): -DNO_VERDICT_PRECEDENCE (agree_root_op before
+ * c804017), -DNO_OPEN_BREAK (room_api_opened before peer_break_if_broken).
+ */
+#ifndef MAXF
+#define MAXF 1
+#endif
+#ifndef MAXC
+#define MAXC 1
+#endif
+#ifndef MAXT
+#define MAXT 1
+#endif
+#ifndef CROSS
+#define CROSS 0
+#endif
+/* Which ranks (bit r) may fail by injection (FRANKS), meet a deadline early
+ * (TRANKS) or crash (CRANKS): each run bounds its faults by count and rank. */
+#ifndef FRANKS
+#define FRANKS 15
+#endif
+#ifndef TRANKS
+#define TRANKS 15
+#endif
+#ifndef CRANKS
+#define CRANKS 15
+#endif
+#define CAP 6
+#ifdef CHUNK_AT_OPEN
+#define CHUNK_OPEN 1
+#else
+#define CHUNK_OPEN 0
+#endif
+
+#define FAILED 0
+#define BOOT 1
+#define WAIT 2
+#define XFER 3
+#define SUCC 4
+
+#define INUSE 0
+#define DRAINING 1
+#define RELEASED 2
+#define QUAR 3
+
+#define S_BOOT 1
+#define S_PREALLOC 2
+#define S_WAIT 3
+#define S_POST 4
+#define S_AUX 5
+#define S_COMPL 6
+#define S_XFER 7
+#define S_ABORT 10
+
+#define K_ERR 0
+#define K_TIMEOUT 1
+#define K_LOST 2
+#define K_ABORT 3
+
+#define H_ROUND 1
+#define H_BREAK 2
+
+#define NOS 255
+
+mtype = { PREALLOC, ACCEPT, START, DONE, FAIL, FAIL0, DRAINED, RECEIVED, VERDICT };
+
+byte st[4];
+bit uopen[4];
+byte bfail[4];
+byte rec[4];
+bit alive[4];
+bit lost[16];
+bit agreed[4];
+byte agst[4];
+byte how[4];
+bit lone[4];
+byte nf, nt, ncrash;
+bit orig[200];
+
+bit chunk[2], started[2], verdict[2], longwait[2];
+bit granted[4], nk[4], posted[4], auxp[4], flushing[4], done_sent[4], received[4], drained_sent[4];
+bit inD[4], inA[4], landD[4];
+bit accepted[4], sdone[4], sdrained[4];
+byte pages[2];
+bit dgranted[2], landA[2];
+
+byte ph[4], cA[4], bR[4], sA[4], lastS[4];
+bit hA[4], bH[4], bV[4], slot[4], lw[4], prevEff[2];
+
+chan pd[4] = [CAP] of { mtype, byte };
+chan dp[4] = [CAP] of { mtype, byte };
+chan early[2] = [CAP] of { mtype, byte, byte };
+
+#define TERM(r) (st[r] == FAILED || st[r] == SUCC)
+#define E(p,dd) ((p)*2+(dd))
+#if CROSS
+#define TALKS(p,dd) 1
+#else
+#define TALKS(p,dd) ((p) == (dd))
+#endif
+#define WRITES(p,dd) ((p) == (dd))
+#define LOST(r,q) lost[(r)*4+(q)]
+#define CODE(stg, kind, r) (1 + (r) + 4*(kind) + 16*(stg))
+#define KEY(c) ((((c)-1)/16)*4 + (((c)-1)%4))
+#define ORIGIN(c) (((c)-1)%4)
+#define RSTAGE(r) (st[r] == BOOT -> S_BOOT : (st[r] == WAIT -> S_WAIT : S_XFER))
+#define ALLG(p) ((!TALKS(p,0) || granted[E(p,0)]) && (!TALKS(p,1) || granted[E(p,1)]))
+#define ALLDONE(p) ((!TALKS(p,0) || done_sent[E(p,0)]) && (!TALKS(p,1) || done_sent[E(p,1)]))
+#define ALLRECV(p) ((!TALKS(p,0) || received[E(p,0)]) && (!TALKS(p,1) || received[E(p,1)]))
+#define DELIVERED(p) (uopen[p] && ALLDONE(p))
+#define ALLACC(dd) ((!TALKS(0,dd) || accepted[E(0,dd)]) && (!TALKS(1,dd) || accepted[E(1,dd)]))
+#define LOSTT(p) ((TALKS(p,0) && LOST(p,2)) || (TALKS(p,1) && LOST(p,3)))
+#define MAYCON(p) (verdict[p] || !uopen[p] || st[p] != FAILED || LOSTT(p) || longwait[p])
+#define CONTRIB(r) (((r) < 2 && !MAYCON(r)) -> bfail[r] : st[r])
+#define LWONLY(r) ((r) < 2 && st[r] == FAILED && !verdict[r] && !LOSTT(r) && longwait[r])
+/* Deadlines, in the order room_tick() checks them; each fires early (any
+ * time, at most MAXT in all) or when nothing else can happen. */
+#define P_DEADLINE(p) (alive[p] && uopen[p] && !TERM(p) && !DELIVERED(p))
+#define P_SHADOW_DEADLINE(p) (alive[p] && !uopen[p] && st[p] == BOOT && len(early[p]) > 0)
+#ifndef NOLONE
+#define P_LONGWAIT(p) (alive[p] && uopen[p] && st[p] == FAILED && !verdict[p] && !longwait[p])
+#else
+#define P_LONGWAIT(p) 0
+#endif
+#define D_DEADLINE(r) (alive[r] && uopen[r] && !TERM(r))
+#ifndef NODRAINTIMEOUT
+#define D_DRAIN(dd) (alive[2+dd] && pages[dd] == DRAINING)
+#else
+#define D_DRAIN(dd) 0
+#endif
+#define ANY_DEADLINE (P_DEADLINE(0) || P_DEADLINE(1) || P_SHADOW_DEADLINE(0) || P_SHADOW_DEADLINE(1) || \
+  P_LONGWAIT(0) || P_LONGWAIT(1) || D_DEADLINE(2) || D_DEADLINE(3) || D_DRAIN(0) || D_DRAIN(1))
+#define FRESH(r) (uopen[r] && !slot[r] && !agreed[r])
+#define FINALC(r) (CONTRIB(r) == FAILED || CONTRIB(r) == SUCC)
+#define READY(r) (FRESH(r) || (slot[r] && FINALC(r)))
+#define SIG(r) (slot[r] -> (FINALC(r) -> 16 + CONTRIB(r) : 15) : (FRESH(r) -> 1 : 0))
+#define MINA(r,s) (cA[r] < cA[s] -> cA[r] : cA[s])
+#define NEEDBC(r,s) ((slot[r] && MINA(r,s) == FAILED) || hA[r] || hA[s])
+
+inline set_state(ss_r, ss_s) {
+  if
+  :: !TERM(ss_r) && ss_s > st[ss_r] -> st[ss_r] = ss_s
+  :: else -> skip
+  fi
+}
+
+inline to_d(td_p, td_dd, td_m, td_c) {
+  if
+  :: alive[2+td_dd] -> assert(nfull(pd[E(td_p,td_dd)])); pd[E(td_p,td_dd)]!td_m,td_c;
+     printf("MSC: P%d sends %e(%d) to D%d\n", td_p, td_m, td_c, td_dd)
+  :: else -> skip
+  fi
+}
+
+inline to_p(tp_dd, tp_p, tp_m, tp_c) {
+  if
+  :: alive[tp_p] -> assert(nfull(dp[E(tp_p,tp_dd)])); dp[E(tp_p,tp_dd)]!tp_m,tp_c;
+     printf("MSC: D%d sends %e(%d) to P%d\n", tp_dd, tp_m, tp_c, tp_p)
+  :: else -> skip
+  fi
+}
+
+inline mark(m_r, m_c) {
+  if
+  :: ORIGIN(m_c) == m_r -> orig[m_c] = 1
+  :: else -> skip
+  fi
+}
+
+inline p_send_drained(psd_p, psd_dd) {
+  if
+  :: !drained_sent[E(psd_p,psd_dd)] -> drained_sent[E(psd_p,psd_dd)] = 1; to_d(psd_p, psd_dd, DRAINED, 0)
+  :: else -> skip
+  fi
+}
+
+inline p_drain(pd_p) {
+  if
+  :: !granted[E(pd_p,pd_p)] && nk[E(pd_p,pd_p)] -> p_send_drained(pd_p, pd_p)
+  :: !granted[E(pd_p,pd_p)] && !nk[E(pd_p,pd_p)] -> skip
+  :: granted[E(pd_p,pd_p)] && (done_sent[E(pd_p,pd_p)] || drained_sent[E(pd_p,pd_p)] || flushing[E(pd_p,pd_p)]) -> skip
+  :: granted[E(pd_p,pd_p)] && !done_sent[E(pd_p,pd_p)] && !drained_sent[E(pd_p,pd_p)] && !flushing[E(pd_p,pd_p)] && !posted[E(pd_p,pd_p)] ->
+     p_send_drained(pd_p, pd_p)
+  :: granted[E(pd_p,pd_p)] && !done_sent[E(pd_p,pd_p)] && !drained_sent[E(pd_p,pd_p)] && !flushing[E(pd_p,pd_p)] && posted[E(pd_p,pd_p)] ->
+     flushing[E(pd_p,pd_p)] = 1; printf("MSC: P%d flushes its puts to D%d (drain)\n", pd_p, pd_p)
+  fi
+}
+
+inline p_fail(pf_p, pf_c) {
+  if
+  :: TERM(pf_p) -> skip
+  :: else ->
+     rec[pf_p] = pf_c; mark(pf_p, rec[pf_p]); bfail[pf_p] = st[pf_p]; st[pf_p] = FAILED;
+     printf("MSC: P%d room FAILED in state %d, reason %d (stage %d kind %d origin rank %d)\n", pf_p, bfail[pf_p], pf_c, (pf_c-1)/16, ((pf_c-1)%16)/4, (pf_c-1)%4);
+     if
+     :: uopen[pf_p] ->
+        if
+        :: TALKS(pf_p,0) -> to_d(pf_p, 0, (nk[E(pf_p,0)] -> FAIL : FAIL0), rec[pf_p])
+        :: else -> skip
+        fi;
+        if
+        :: TALKS(pf_p,1) -> to_d(pf_p, 1, (nk[E(pf_p,1)] -> FAIL : FAIL0), rec[pf_p])
+        :: else -> skip
+        fi;
+        p_drain(pf_p)
+     :: else ->
+        if
+        :: early[pf_p]??[PREALLOC,_,0] -> to_d(pf_p, 0, FAIL, rec[pf_p])
+        :: else -> skip
+        fi;
+        if
+        :: early[pf_p]??[PREALLOC,_,1] -> to_d(pf_p, 1, FAIL, rec[pf_p])
+        :: else -> skip
+        fi
+     fi
+  fi
+}
+
+inline p_maybe_succeed(pms_p) {
+  if
+  :: !TERM(pms_p) && started[pms_p] && chunk[pms_p] && ALLDONE(pms_p) && ALLRECV(pms_p) -> st[pms_p] = SUCC; printf("MSC: P%d room SUCCESS\n", pms_p)
+  :: else -> skip
+  fi
+}
+
+inline p_target_done(ptd_p, ptd_dd) {
+  done_sent[E(ptd_p,ptd_dd)] = 1;
+  if
+  :: WRITES(ptd_p,ptd_dd) -> to_d(ptd_p, ptd_dd, DONE, 0)
+  :: else -> skip
+  fi;
+  p_maybe_succeed(ptd_p)
+}
+
+inline p_pump(pp_p, pp_dd) {
+  if
+  :: TALKS(pp_p,pp_dd) && !TERM(pp_p) && granted[E(pp_p,pp_dd)] && !done_sent[E(pp_p,pp_dd)] && !flushing[E(pp_p,pp_dd)] ->
+     if
+     :: WRITES(pp_p,pp_dd) && chunk[pp_p] && !posted[E(pp_p,pp_dd)] -> posted[E(pp_p,pp_dd)] = 1; inD[E(pp_p,pp_dd)] = 1; printf("MSC: P%d posts its page puts to D%d\n", pp_p, pp_dd)
+     :: else -> skip
+     fi;
+     if
+     :: chunk[pp_p] && started[pp_p] && !WRITES(pp_p,pp_dd) -> p_target_done(pp_p, pp_dd)
+     :: chunk[pp_p] && started[pp_p] && WRITES(pp_p,pp_dd) && !auxp[E(pp_p,pp_dd)] ->
+        auxp[E(pp_p,pp_dd)] = 1;
+        if
+        :: inA[E(pp_p,pp_dd)] = 1
+        :: nf < MAXF && (FRANKS & (1 << pp_p)) -> nf++; printf("MSC: P%d aux put dropped (injected)\n", pp_p)
+        fi;
+        flushing[E(pp_p,pp_dd)] = 1; printf("MSC: P%d posts the aux put and flushes (D%d)\n", pp_p, pp_dd)
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi
+}
+
+inline p_maybe_start(pms_p) {
+  if
+  :: !started[pms_p] && !TERM(pms_p) && ALLG(pms_p) && chunk[pms_p] ->
+     started[pms_p] = 1; set_state(pms_p, XFER);
+     if
+     :: TALKS(pms_p,0) -> to_d(pms_p, 0, START, 0)
+     :: else -> skip
+     fi;
+     if
+     :: TALKS(pms_p,1) -> to_d(pms_p, 1, START, 0)
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi
+}
+
+inline p_pump_all(ppa_p) {
+  p_pump(ppa_p, 0); p_pump(ppa_p, 1)
+}
+
+inline p_on_prealloc(pop_p, pop_dd) {
+  if
+  :: granted[E(pop_p,pop_dd)] -> skip
+  :: else ->
+     nk[E(pop_p,pop_dd)] = 1;
+     if
+     :: TERM(pop_p) ->
+        granted[E(pop_p,pop_dd)] = 1; to_d(pop_p, pop_dd, FAIL, rec[pop_p]);
+        if
+        :: WRITES(pop_p,pop_dd) -> p_send_drained(pop_p, pop_dd)
+        :: else -> skip
+        fi
+     :: else ->
+        granted[E(pop_p,pop_dd)] = 1;
+        to_d(pop_p, pop_dd, ACCEPT, 0);
+        if
+        :: ALLG(pop_p) -> set_state(pop_p, WAIT)
+        :: else -> skip
+        fi;
+        p_maybe_start(pop_p); p_pump_all(pop_p)
+     fi
+  fi
+}
+
+inline p_handle(ph_p, ph_m, ph_c, ph_dd) {
+  if
+  :: ph_m == FAIL ->
+     p_fail(ph_p, ph_c);
+     if
+     :: !granted[E(ph_p,ph_dd)] -> nk[E(ph_p,ph_dd)] = 1
+     :: else -> skip
+     fi;
+     p_drain(ph_p)
+  :: ph_m == PREALLOC -> p_on_prealloc(ph_p, ph_dd)
+  :: ph_m == RECEIVED ->
+     if
+     :: !received[E(ph_p,ph_dd)] -> received[E(ph_p,ph_dd)] = 1; p_maybe_succeed(ph_p)
+     :: else -> skip
+     fi
+  :: ph_m == VERDICT ->
+     if
+     :: !TERM(ph_p) -> p_fail(ph_p, ph_c)
+     :: else -> skip
+     fi;
+     if
+     :: !agreed[ph_p] -> rec[ph_p] = ph_c
+     :: else -> skip
+     fi;
+     verdict[ph_p] = 1
+  fi
+}
+
+/* No write after release: a put may land any time until the flush that
+ * covers it completes, so pages released while a put of the writer is still
+ * in flight (inD/inA) could be written after reuse. */
+inline check_release(cr_dd) {
+  if
+  :: inD[E(cr_dd,cr_dd)] || inA[E(cr_dd,cr_dd)] ->
+     printf("VIOLATION pages: D%d releases its pages with a put of P%d in flight\n", cr_dd, cr_dd); assert(0)
+  :: else -> skip
+  fi
+}
+
+/* ucp_ep_flush() completes: every put of P to D has landed. */
+inline land(l_p) {
+  if
+  :: pages[l_p] == RELEASED && (inD[E(l_p,l_p)] || inA[E(l_p,l_p)]) ->
+     printf("VIOLATION pages: a put of P%d lands in D%d's released pages\n", l_p, l_p); assert(0)
+  :: else -> skip
+  fi;
+  if
+  :: inD[E(l_p,l_p)] -> landD[E(l_p,l_p)] = 1; inD[E(l_p,l_p)] = 0
+  :: else -> skip
+  fi;
+  if
+  :: inA[E(l_p,l_p)] -> landA[l_p] = 1; inA[E(l_p,l_p)] = 0
+  :: else -> skip
+  fi
+}
+
+inline d_update_pages(dup_dd) {
+  if
+  :: st[2+dup_dd] == FAILED && pages[dup_dd] == DRAINING &&
+     (!dgranted[dup_dd] || sdone[E(dup_dd,dup_dd)] || sdrained[E(dup_dd,dup_dd)]) ->
+     check_release(dup_dd); pages[dup_dd] = RELEASED
+  :: else -> skip
+  fi
+}
+
+inline d_fail(df_dd, df_c) {
+  if
+  :: TERM(2+df_dd) -> skip
+  :: else ->
+     rec[2+df_dd] = df_c; mark(2+df_dd, rec[2+df_dd]); bfail[2+df_dd] = st[2+df_dd]; st[2+df_dd] = FAILED;
+     printf("MSC: D%d room FAILED in state %d, reason %d (stage %d kind %d origin rank %d)\n", df_dd, bfail[2+df_dd], df_c, (df_c-1)/16, ((df_c-1)%16)/4, (df_c-1)%4);
+     if
+     :: TALKS(0,df_dd) -> to_p(df_dd, 0, FAIL, rec[2+df_dd])
+     :: else -> skip
+     fi;
+     if
+     :: TALKS(1,df_dd) -> to_p(df_dd, 1, FAIL, rec[2+df_dd])
+     :: else -> skip
+     fi;
+     pages[df_dd] = DRAINING; d_update_pages(df_dd)
+  fi
+}
+
+inline d_verdict(dv_dd) {
+  if
+  :: TALKS(0,dv_dd) -> to_p(dv_dd, 0, VERDICT, rec[2+dv_dd])
+  :: else -> skip
+  fi;
+  if
+  :: TALKS(1,dv_dd) -> to_p(dv_dd, 1, VERDICT, rec[2+dv_dd])
+  :: else -> skip
+  fi
+}
+
+inline d_succeed(ds_dd) {
+  if
+  :: !(landD[E(ds_dd,ds_dd)] && landA[ds_dd]) -> printf("VIOLATION validity: D%d SUCCESS without its data and aux\n", ds_dd); assert(0)
+  :: else -> skip
+  fi;
+  st[2+ds_dd] = SUCC; check_release(ds_dd); pages[ds_dd] = RELEASED; printf("MSC: D%d room SUCCESS (pages released)\n", ds_dd);
+  if
+  :: TALKS(0,ds_dd) -> to_p(ds_dd, 0, RECEIVED, 0)
+  :: else -> skip
+  fi;
+  if
+  :: TALKS(1,ds_dd) -> to_p(ds_dd, 1, RECEIVED, 0)
+  :: else -> skip
+  fi
+}
+
+inline d_complete(dc_dd) {
+  if
+  :: landA[dc_dd] -> d_succeed(dc_dd)
+  :: else -> nc = CODE(S_AUX, K_ERR, 2+dc_dd); d_fail(dc_dd, nc)
+  fi
+}
+
+inline d_handle(dh_dd, dh_p, dh_m, dh_c) {
+  if
+  :: !uopen[2+dh_dd] -> skip
+  :: uopen[2+dh_dd] && dh_m == FAIL0 && !(st[2+dh_dd] == BOOT && !accepted[E(dh_p,dh_dd)]) -> skip
+  :: uopen[2+dh_dd] && (dh_m == FAIL || (dh_m == FAIL0 && st[2+dh_dd] == BOOT && !accepted[E(dh_p,dh_dd)])) -> d_fail(dh_dd, dh_c)
+  :: uopen[2+dh_dd] && (dh_m == DRAINED || (dh_m == DONE && TERM(2+dh_dd))) -> sdrained[E(dh_p,dh_dd)] = 1; d_update_pages(dh_dd)
+  :: uopen[2+dh_dd] && TERM(2+dh_dd) && (dh_m == ACCEPT || dh_m == START) -> skip
+  :: uopen[2+dh_dd] && !TERM(2+dh_dd) && dh_m == ACCEPT ->
+     if
+     :: !accepted[E(dh_p,dh_dd)] ->
+        accepted[E(dh_p,dh_dd)] = 1;
+        if
+        :: ALLACC(dh_dd) -> set_state(2+dh_dd, WAIT)
+        :: else -> skip
+        fi
+     :: else -> skip
+     fi
+  :: uopen[2+dh_dd] && !TERM(2+dh_dd) && dh_m == START -> set_state(2+dh_dd, XFER)
+  :: uopen[2+dh_dd] && !TERM(2+dh_dd) && dh_m == DONE ->
+     if
+     :: WRITES(dh_p,dh_dd) && !sdone[E(dh_p,dh_dd)] -> sdone[E(dh_p,dh_dd)] = 1; d_complete(dh_dd)
+     :: else -> skip
+     fi
+  fi
+}
+
+inline fail_any(fa_r, fa_c) {
+  if
+  :: fa_r < 2 -> p_fail(fa_r, fa_c)
+  :: else -> d_fail(fa_r-2, fa_c)
+  fi
+}
+
+inline check_pair(cp_r) {
+  for (q : 0 .. 3) {
+    if
+    :: q != cp_r && alive[q] && alive[cp_r] && agreed[q] && agreed[cp_r] ->
+#ifndef STRICT
+       if
+       :: how[q] == H_BREAK || how[cp_r] == H_BREAK -> skip
+       :: else ->
+#endif
+          if
+          :: agst[q] != agst[cp_r] -> printf("VIOLATION agreement: rank %d concluded %d, rank %d concluded %d\n", cp_r, agst[cp_r], q, agst[q]); assert(0)
+          :: else -> skip
+          fi;
+#ifndef NOREASON
+          if
+          :: agst[q] == FAILED && agst[cp_r] == FAILED && rec[q] != rec[cp_r] && !lone[q] && !lone[cp_r] ->
+             printf("VIOLATION reason: rank %d reports %d, rank %d reports %d\n", cp_r, rec[cp_r], q, rec[q]); assert(0)
+          :: else -> skip
+          fi
+#endif
+#ifndef STRICT
+       fi
+#endif
+    :: else -> skip
+    fi
+  }
+}
+
+inline conclude(c_r, c_s, c_h) {
+#ifndef NOFINAL
+  if
+  :: agreed[c_r] && agst[c_r] != c_s -> printf("VIOLATION finality: rank %d concluded %d, then %d\n", c_r, agst[c_r], c_s); assert(0)
+  :: else -> skip
+  fi;
+#endif
+  agreed[c_r] = 1; agst[c_r] = c_s; how[c_r] = c_h;
+  printf("MSC: rank %d CONCLUDES %d (how %d) reason %d\n", c_r, c_s, c_h, rec[c_r]);
+  if
+  :: c_s == FAILED && (rec[c_r] == 0 || !orig[rec[c_r]]) -> printf("VIOLATION integrity: rank %d concluded FAILED with reason %d\n", c_r, rec[c_r]); assert(0)
+  :: else -> skip
+  fi;
+  if
+  :: c_s == SUCC && !(landD[0] && landA[0] && landD[3] && landA[1]) -> printf("VIOLATION validity: rank %d concluded SUCCESS without all data\n", c_r); assert(0)
+  :: else -> skip
+  fi;
+  check_pair(c_r)
+}
+
+/* The sibling s of r is lost: peer_mark_lost -> peer_break_instance. */
+inline break_instance(bi_r) {
+  if
+  :: uopen[bi_r] && !agreed[bi_r] ->
+     nc = CODE(RSTAGE(bi_r), K_LOST, bi_r);
+     if
+     :: !TERM(bi_r) -> fail_any(bi_r, nc)
+     :: st[bi_r] == SUCC -> rec[bi_r] = nc; orig[nc] = 1
+     :: st[bi_r] == FAILED -> skip
+     fi;
+     conclude(bi_r, FAILED, H_BREAK);
+     if
+     :: bi_r >= 2 -> d_verdict(bi_r-2)
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi
+}
+
+/* ---- agree.c: one agreement round of instance i (TP ranks r = 2i, s = 2i+1) ----
+ * A round is two steps, each taken for both TP ranks at once (the collective
+ * completes only when both have entered it; the model samples both at the
+ * same instant, see "not modelled" in README):
+ *   A  agree_sample(): each rank's contribution (sender_may_conclude() on a
+ *      prefill), whether the room is fresh (agree_collect_fresh()), and the
+ *      MIN reduction (MPI_Iallreduce) -- the result is known from here;
+ *   BC agree_post_bc() samples the failure records *later* (other events run
+ *      between A and BC: the window where a prefill rank fails on its own after
+ *      A -- the race of c804017), agree_root_op() reduces them, agree_apply()
+ *      -> agree_conclude() concludes slots whose minimum is final (a FAILED
+ *      one fails a room still in flight with the root cause; the decode sends
+ *      VERDICT, agree_send_verdict()), agree_assign() slots fresh rooms.
+ * A round is entered only when it can change something (a rank's room is
+ * fresh or its contribution final) and its samples differ from the last
+ * round's: a round of non-final minima with the same samples changes nothing
+ * (stuttering), so leaving it out keeps the state space small. No round is
+ * entered once a sibling is lost (ctx->tp_broken); one in flight is abandoned. */
+#define GUARD_A(i) (ph[i] == 0 && alive[2*(i)] && alive[2*(i)+1] && \
+  !LOST(2*(i),2*(i)+1) && !LOST(2*(i)+1,2*(i)) && \
+  ((!agreed[2*(i)] && READY(2*(i))) || (!agreed[2*(i)+1] && READY(2*(i)+1))) && \
+  (lastS[2*(i)] == NOS || prevEff[i] || SIG(2*(i)) != lastS[2*(i)] || SIG(2*(i)+1) != lastS[2*(i)+1]))
+#define GUARD_BC(i) (ph[i] == 1 && alive[2*(i)] && alive[2*(i)+1] && \
+  !LOST(2*(i),2*(i)+1) && !LOST(2*(i)+1,2*(i)))
+#define GUARD_X(i) (ph[i] == 1 && (LOST(2*(i),2*(i)+1) || LOST(2*(i)+1,2*(i))))
+
+inline agree_a(aa_r) {
+  cA[aa_r] = CONTRIB(aa_r); hA[aa_r] = FRESH(aa_r); sA[aa_r] = SIG(aa_r); lw[aa_r] = LWONLY(aa_r);
+  printf("MSC: rank %d agreement A: contributes %d (fresh %d, slot %d)\n", aa_r, cA[aa_r], hA[aa_r], slot[aa_r])
+}
+
+/* agree_post_bc(): this rank's record of a slot whose minimum is FAILED. */
+inline agree_b(ab_r, ab_s) {
+  bH[ab_r] = (slot[ab_r] && MINA(ab_r,ab_s) == FAILED && st[ab_r] == FAILED);
+  bR[ab_r] = rec[ab_r];
+  bV[ab_r] = (ab_r < 2 && verdict[ab_r]); /* a->recs[k].verdict */
+  if
+  :: bH[ab_r] -> printf("MSC: rank %d agreement B: record %d (verdict %d)\n", ab_r, bR[ab_r], bV[ab_r])
+  :: else -> skip
+  fi
+}
+
+/* agree_root_op() over the two records: the verdict first (c804017), then
+ * failure_compare() (earliest stage, then lowest origin rank). Equal keys
+ * keep either record (the operation keeps inout on a tie; which record is
+ * inout on which rank is MPI's choice): both are explored, per rank. */
+inline agree_root(ar_r, ar_s) {
+  if
+#ifndef NO_VERDICT_PRECEDENCE
+  :: bH[ar_r] && bH[ar_s] && bV[ar_r] != bV[ar_s] -> root = (bV[ar_r] -> bR[ar_r] : bR[ar_s])
+  :: bH[ar_r] && bH[ar_s] && bV[ar_r] == bV[ar_s] && KEY(bR[ar_r]) < KEY(bR[ar_s]) -> root = bR[ar_r]
+  :: bH[ar_r] && bH[ar_s] && bV[ar_r] == bV[ar_s] && KEY(bR[ar_s]) < KEY(bR[ar_r]) -> root = bR[ar_s]
+  :: bH[ar_r] && bH[ar_s] && bV[ar_r] == bV[ar_s] && KEY(bR[ar_r]) == KEY(bR[ar_s]) -> root = bR[ar_r]
+  :: bH[ar_r] && bH[ar_s] && bV[ar_r] == bV[ar_s] && KEY(bR[ar_r]) == KEY(bR[ar_s]) -> root = bR[ar_s]
+#else
+  /* the reduction before c804017: a verdict is a record like any other */
+  :: bH[ar_r] && bH[ar_s] && KEY(bR[ar_r]) < KEY(bR[ar_s]) -> root = bR[ar_r]
+  :: bH[ar_r] && bH[ar_s] && KEY(bR[ar_s]) < KEY(bR[ar_r]) -> root = bR[ar_s]
+  :: bH[ar_r] && bH[ar_s] && KEY(bR[ar_r]) == KEY(bR[ar_s]) -> root = bR[ar_r]
+  :: bH[ar_r] && bH[ar_s] && KEY(bR[ar_r]) == KEY(bR[ar_s]) -> root = bR[ar_s]
+#endif
+  :: bH[ar_r] && !bH[ar_s] -> root = bR[ar_r]
+  :: !bH[ar_r] && bH[ar_s] -> root = bR[ar_s]
+  :: !bH[ar_r] && !bH[ar_s] -> root = 0
+  fi
+}
+
+/* agree_apply() -> agree_conclude(), agree_assign() on rank ac_r. */
+inline agree_c(ac_r, ac_s) {
+  if
+  :: slot[ac_r] && MINA(ac_r,ac_s) == SUCC -> slot[ac_r] = 0; conclude(ac_r, SUCC, H_ROUND)
+  :: slot[ac_r] && MINA(ac_r,ac_s) == FAILED ->
+     agree_root(ac_r, ac_s);
+     slot[ac_r] = 0;
+     if
+     :: root != 0 ->
+        if
+        :: !TERM(ac_r) -> fail_any(ac_r, root)
+        :: else -> skip
+        fi;
+        rec[ac_r] = root
+     :: else -> skip
+     fi;
+     lone[ac_r] = lw[ac_r] || lw[ac_s];
+     conclude(ac_r, FAILED, H_ROUND);
+     if
+     :: ac_r >= 2 -> d_verdict(ac_r-2)
+     :: else -> skip
+     fi
+  :: slot[ac_r] && MINA(ac_r,ac_s) != SUCC && MINA(ac_r,ac_s) != FAILED -> skip
+  :: !slot[ac_r] && hA[ac_r] && hA[ac_s] -> slot[ac_r] = 1; printf("MSC: rank %d agreement C: room gets a slot\n", ac_r)
+  :: !slot[ac_r] && !(hA[ac_r] && hA[ac_s]) -> skip
+  fi
+}
+
+/* The application's kvx_agree_start() / kvx_agree_test() loop of instance i
+ * (0: prefill ranks 0,1; 1: decode ranks 2,3). */
+proctype Agree(byte i) {
+  byte nc, root, q, r = 2*i, s = 2*i+1;
+end:
+  do
+  :: atomic { GUARD_A(i) -> agree_a(r); agree_a(s); ph[i] = 1 }
+  :: atomic { GUARD_BC(i) -> agree_b(r, s); agree_b(s, r); agree_c(r, s); agree_c(s, r);
+       prevEff[i] = (sA[r] != lastS[r] || sA[s] != lastS[s]);
+       lastS[r] = sA[r]; lastS[s] = sA[s]; ph[i] = 0 }
+  /* kvx_agree_test(): a lost sibling never completes the collective */
+  :: atomic { GUARD_X(i) -> ph[i] = 0 }
+  od
+}
+
+proctype Prefill(byte p) {
+  mtype m; byte c, dd, nc, root, q;
+  byte me = p, sib = 1 - p;
+end:
+  do
+  /* application: kvx_room_send_open */
+  :: atomic { !uopen[p] ->
+       uopen[p] = 1; printf("MSC: P%d app opens the room (kvx_room_send_open)\n", p);
+       do
+       :: early[p]?m,c,dd -> p_handle(p, m, c, dd)
+       :: empty(early[p]) -> break
+       od;
+       if
+       :: TALKS(p,0) && LOST(p,2) -> nc = CODE(S_BOOT, K_LOST, p); p_fail(p, nc)
+       :: else -> skip
+       fi;
+       if
+       :: TALKS(p,1) && LOST(p,3) -> nc = CODE(S_BOOT, K_LOST, p); p_fail(p, nc)
+       :: else -> skip
+       fi;
+#ifndef NO_OPEN_BREAK
+       /* room_api_opened() -> peer_break_if_broken(): a room opened after a
+        * TP sibling was lost concludes at once (no round will run for it) */
+       if
+       :: LOST(me,sib) -> break_instance(me)
+       :: else -> skip
+       fi;
+#endif
+#ifdef CHUNK_AT_OPEN
+       /* bound: the application hands its one chunk right after opening */
+       if
+       :: !TERM(p) -> chunk[p] = 1; printf("MSC: P%d app hands the chunk (kvx_room_send_chunk)\n", p); p_maybe_start(p); p_pump_all(p)
+       :: else -> skip
+       fi;
+#endif
+       skip }
+  /* application: kvx_room_send_chunk, one chunk with the aux payload */
+  :: atomic { !CHUNK_OPEN && uopen[p] && !chunk[p] && !TERM(p) -> chunk[p] = 1; printf("MSC: P%d app hands the chunk (kvx_room_send_chunk)\n", p); p_maybe_start(p); p_pump_all(p) }
+  /* application: kvx_room_abort */
+  :: atomic { (nf < MAXF && (FRANKS & (1 << me))) && uopen[p] && !TERM(p) && !DELIVERED(p) -> nf++; printf("MSC: P%d app aborts\n", p); nc = CODE(S_ABORT, K_ABORT, p); p_fail(p, nc) }
+  /* messages from decode rank 0 and 1 */
+  :: atomic { dp[E(p,0)]?m,c -> dd = 0; printf("MSC: P%d receives %e(%d) from D0\n", p, m, c);
+       if
+       :: LOST(p,2) -> LOST(p,2) = 0
+       :: else -> skip
+       fi;
+       if
+       :: !uopen[p] -> early[p]!m,c,dd;
+          if
+          :: m == FAIL -> to_d(p, dd, DRAINED, 0)
+          :: else -> skip
+          fi
+       :: else -> p_handle(p, m, c, dd)
+       fi }
+  :: atomic { dp[E(p,1)]?m,c -> dd = 1; printf("MSC: P%d receives %e(%d) from D1\n", p, m, c);
+       if
+       :: LOST(p,3) -> LOST(p,3) = 0
+       :: else -> skip
+       fi;
+       if
+       :: !uopen[p] -> early[p]!m,c,dd;
+          if
+          :: m == FAIL -> to_d(p, dd, DRAINED, 0)
+          :: else -> skip
+          fi
+       :: else -> p_handle(p, m, c, dd)
+       fi }
+  /* a crashed decode rank's messages that never arrive */
+  :: atomic { !alive[2] && nempty(dp[E(p,0)]) -> do :: dp[E(p,0)]?_,_ :: empty(dp[E(p,0)]) -> break od }
+  :: atomic { !alive[3] && nempty(dp[E(p,1)]) -> do :: dp[E(p,1)]?_,_ :: empty(dp[E(p,1)]) -> break od }
+  /* data plane: flush completion, put errors, puts to a dead rank */
+  :: atomic { flushing[E(p,p)] && alive[2+p] -> land(p);
+       flushing[E(p,p)] = 0; printf("MSC: P%d flush to D%d complete\n", p, p);
+       if
+       :: TERM(p) -> p_send_drained(p, p)
+       :: else -> p_target_done(p, p)
+       fi }
+  :: atomic { flushing[E(p,p)] && (nf < MAXF && (FRANKS & (1 << me))) -> nf++;
+       flushing[E(p,p)] = 0; printf("MSC: P%d flush fails\n", p); nc = CODE(S_COMPL, K_ERR, p); p_fail(p, nc) }
+  :: atomic { inD[E(p,p)] && (nf < MAXF && (FRANKS & (1 << me))) -> nf++; inD[E(p,p)] = 0; printf("MSC: P%d page put fails\n", p); nc = CODE(S_POST, K_ERR, p); p_fail(p, nc) }
+  /* a flush to a dead rank fails (ucp_worker_flush error) */
+  :: atomic { flushing[E(p,p)] && !alive[2+p] -> inD[E(p,p)] = 0; inA[E(p,p)] = 0;
+       flushing[E(p,p)] = 0; nc = CODE(S_COMPL, K_ERR, p); p_fail(p, nc) }
+  /* deadlines */
+  :: atomic { timeout && P_DEADLINE(p) -> printf("MSC: P%d deadline\n", p); nc = CODE(RSTAGE(p), K_TIMEOUT, p); p_fail(p, nc) }
+  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && P_DEADLINE(p) -> nt++; printf("MSC: P%d deadline\n", p); nc = CODE(RSTAGE(p), K_TIMEOUT, p); p_fail(p, nc) }
+  :: atomic { timeout && P_SHADOW_DEADLINE(p) -> printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
+  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && P_SHADOW_DEADLINE(p) -> nt++; printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
+  :: atomic { timeout && P_LONGWAIT(p) -> longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
+  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && P_LONGWAIT(p) -> nt++; longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
+  /* loss detection */
+  :: atomic { !alive[sib] && !LOST(p,sib) -> LOST(p,sib) = 1; printf("MSC: P%d detects sibling P%d lost\n", p, sib); break_instance(p) }
+  :: atomic { TALKS(p,0) && !alive[2] && !LOST(p,2) -> LOST(p,2) = 1;
+       if
+       :: uopen[p] && !TERM(p) -> nc = CODE(RSTAGE(p), K_LOST, p); p_fail(p, nc)
+       :: else -> skip
+       fi }
+  :: atomic { TALKS(p,1) && !alive[3] && !LOST(p,3) -> LOST(p,3) = 1;
+       if
+       :: uopen[p] && !TERM(p) -> nc = CODE(RSTAGE(p), K_LOST, p); p_fail(p, nc)
+       :: else -> skip
+       fi }
+  /* crash */
+  :: atomic { (ncrash < MAXC && (CRANKS & (1 << me))) -> ncrash++; alive[p] = 0; printf("MSC: P%d CRASHES\n", p); goto dead }
+  od;
+dead:
+  skip
+}
+
+proctype Decode(byte dd) {
+  mtype m; byte c, p, nc, root, q;
+  byte me = 2 + dd, sib = 3 - dd;
+end:
+  do
+  :: atomic { !uopen[me] ->
+       uopen[me] = 1; printf("MSC: D%d app opens the room (kvx_room_recv_open)\n", dd);
+       if
+       :: dgranted[dd] = 1;
+          if
+          :: TALKS(0,dd) -> to_p(dd, 0, PREALLOC, 0)
+          :: else -> skip
+          fi;
+          if
+          :: TALKS(1,dd) -> to_p(dd, 1, PREALLOC, 0)
+          :: else -> skip
+          fi
+       :: (nf < MAXF && (FRANKS & (1 << me))) -> nf++; nc = CODE(S_PREALLOC, K_ERR, me); d_fail(dd, nc)
+       fi;
+       if
+       :: TALKS(0,dd) && LOST(me,0) -> nc = CODE(S_BOOT, K_LOST, me); d_fail(dd, nc)
+       :: else -> skip
+       fi;
+       if
+       :: TALKS(1,dd) && LOST(me,1) -> nc = CODE(S_BOOT, K_LOST, me); d_fail(dd, nc)
+       :: else -> skip
+       fi;
+#ifndef NO_OPEN_BREAK
+       /* room_api_opened() -> peer_break_if_broken(): a room opened after a
+        * TP sibling was lost concludes at once (no round will run for it) */
+       if
+       :: LOST(me,sib) -> break_instance(me)
+       :: else -> skip
+       fi;
+#endif
+       skip }
+  :: atomic { (nf < MAXF && (FRANKS & (1 << me))) && uopen[me] && !TERM(me) -> nf++; printf("MSC: D%d app aborts\n", dd); nc = CODE(S_ABORT, K_ABORT, me); d_fail(dd, nc) }
+  :: atomic { pd[E(0,dd)]?m,c -> p = 0; printf("MSC: D%d receives %e(%d) from P0\n", dd, m, c);
+       if
+       :: LOST(me,p) -> LOST(me,p) = 0
+       :: else -> skip
+       fi;
+       d_handle(dd, p, m, c) }
+  :: atomic { pd[E(1,dd)]?m,c -> p = 1; printf("MSC: D%d receives %e(%d) from P1\n", dd, m, c);
+       if
+       :: LOST(me,p) -> LOST(me,p) = 0
+       :: else -> skip
+       fi;
+       d_handle(dd, p, m, c) }
+  :: atomic { !alive[0] && nempty(pd[E(0,dd)]) -> do :: pd[E(0,dd)]?_,_ :: empty(pd[E(0,dd)]) -> break od }
+  :: atomic { !alive[1] && nempty(pd[E(1,dd)]) -> do :: pd[E(1,dd)]?_,_ :: empty(pd[E(1,dd)]) -> break od }
+  /* deadlines */
+  :: atomic { timeout && D_DEADLINE(me) -> printf("MSC: D%d deadline\n", dd); nc = CODE(RSTAGE(me), K_TIMEOUT, me); d_fail(dd, nc) }
+  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && D_DEADLINE(me) -> nt++; printf("MSC: D%d deadline\n", dd); nc = CODE(RSTAGE(me), K_TIMEOUT, me); d_fail(dd, nc) }
+  :: atomic { timeout && D_DRAIN(dd) -> pages[dd] = QUAR; printf("MSC: D%d pages QUARANTINED (drain timeout)\n", dd) }
+  /* loss detection */
+  :: atomic { !alive[sib] && !LOST(me,sib) -> LOST(me,sib) = 1; printf("MSC: D%d detects sibling D%d lost\n", dd, sib-2); break_instance(me) }
+  :: atomic { TALKS(0,dd) && !alive[0] && !LOST(me,0) -> LOST(me,0) = 1;
+       if
+       :: uopen[me] && !TERM(me) -> nc = CODE(RSTAGE(me), K_LOST, me); d_fail(dd, nc)
+       :: else -> skip
+       fi }
+  :: atomic { TALKS(1,dd) && !alive[1] && !LOST(me,1) -> LOST(me,1) = 1;
+       if
+       :: uopen[me] && !TERM(me) -> nc = CODE(RSTAGE(me), K_LOST, me); d_fail(dd, nc)
+       :: else -> skip
+       fi }
+  :: atomic { (ncrash < MAXC && (CRANKS & (1 << me))) -> ncrash++; alive[me] = 0; printf("MSC: D%d CRASHES\n", dd); goto dead }
+  od;
+dead:
+  skip
+}
+
+init {
+  byte i;
+  atomic {
+    for (i : 0 .. 3) { alive[i] = 1; st[i] = BOOT; lastS[i] = NOS }
+    run Prefill(0); run Prefill(1); run Decode(0); run Decode(1); run Agree(0); run Agree(1)
+  }
+  (timeout && !ANY_DEADLINE) ->
+  for (i : 0 .. 3) {
+    if
+    :: alive[i] && !agreed[i] -> printf("VIOLATION termination: rank %d never concludes\n", i); assert(0)
+    :: else -> skip
+    fi
+  }
+  for (i : 0 .. 1) {
+    if
+    :: alive[2+i] && (pages[i] == DRAINING || pages[i] == INUSE) -> printf("VIOLATION pages: D%d's pages never settle\n", i); assert(0)
+    :: else -> skip
+    fi
+  }
+}
