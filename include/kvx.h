@@ -602,6 +602,11 @@ KVX_API kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_in
  *         KVX_ERR_QUARANTINED: the room is closed but a writer never
  *         confirmed: never reuse its pages (they are logged); KVX_ERR_NO_ROOM,
  *         KVX_ERR_INVALID_HANDLE.
+ * On the prefill side closing hands the room's source pages back: a room
+ * that failed while its puts or data messages were in flight answers
+ * KVX_ERR_BUSY until UCX no longer reads them (call again), and
+ * KVX_ERR_QUARANTINED (closed; never reuse those source pages) when that
+ * takes longer than KVX_DRAIN_TIMEOUT.
  */
 KVX_API kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t room_id);
 

@@ -342,7 +342,9 @@ static int repro_reuse(void)
             usleep(100);
         }
         kvx_room_abort(ctx, 7, "the first request with this id");
-        kvx_room_close(ctx, 7);
+        while (kvx_room_close(ctx, 7) == KVX_ERR_BUSY) {
+            usleep(1000);
+        }
     }
     if (role == KVX_ROLE_DECODE) {
         repro_wait(ctx, 7, 10);

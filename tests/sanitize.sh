@@ -67,8 +67,8 @@ sanitize_one() {
         # Cases that kill a rank add tests/supp/lsan-deadpeer.supp (it says
         # why) through KVXT_LSAN_DEADPEER.
         cat "$top/tests/supp/lsan.supp" "$top/tests/supp/lsan-deadpeer.supp" \
-            >"$reports/lsan-deadpeer.supp"
-        KVXT_LSAN_DEADPEER="suppressions=$reports/lsan-deadpeer.supp:print_suppressions=0"
+            >"$dir/lsan-deadpeer.supp"
+        KVXT_LSAN_DEADPEER="suppressions=$dir/lsan-deadpeer.supp:print_suppressions=0"
         export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS KVXT_LSAN_DEADPEER
         tests='$(SANITIZE_ASAN_TESTS)'
         xfail='$(SANITIZE_ASAN_XFAIL)'

@@ -58,6 +58,7 @@ typedef struct peer {
     int pid;            /* its process id */
     int same_machine;   /* same kernel and PID namespace: its pid can be checked */
     int put_in_host;    /* every RMA lane to it is this host's memory: fast-completion puts */
+    int cancel_eps;     /* its endpoints failed: cancel them after this progress call */
     int same_host;      /* same_machine and the same network namespace */
 } peer_t;
 
@@ -225,6 +226,7 @@ struct kvx_ctx {
     unsigned dead_next;
     int api_waiting; /* API threads waiting for the lock (atomic) */
     int tp_broken;   /* a TP sibling is lost: no collective on tp_comm any more */
+    int cancel_eps;  /* some peer's endpoints wait for peer_cancel_failed() */
     struct agree_table *agree;
     struct fault_set *faults; /* NULL when no rule is set */
     /* Staging (pack.c, unpack.c): packed puts, data message headers, landings. */
@@ -291,6 +293,9 @@ void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 void peer_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer);
 /* A goodbye heard: the rooms the peer had a part in fail now. */
 void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer);
+/* Cancels the endpoints of peers whose endpoints failed (outside UCX's
+ * callbacks). */
+void peer_cancel_failed(kvx_ctx_t *ctx);
 
 /* ---- room.c ---- */
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);

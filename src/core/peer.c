@@ -301,8 +301,11 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
     }
     peer->lost = 1;
     snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
-    /* A collective on the TP communicator would never complete now. */
-    ctx->tp_broken |= peer->role == ctx->role;
+    /* A collective on the TP communicator would never complete now (read
+     * by API threads without the lock, in kvx_agree_test). */
+    if (peer->role == ctx->role) {
+        __atomic_store_n(&ctx->tp_broken, 1, __ATOMIC_RELAXED);
+    }
     if (peer->bye) {
         /* It said goodbye and closed its endpoints: over TCP, UCX reports
          * that as an error of ours. Not news; its rooms still fail. */
@@ -326,13 +329,30 @@ void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
         return;
     }
     peer->ep_failed = 1;
-    /* Closed at once: UCX 1.13 aborts the process when, as the target of
-     * software-emulated puts over TCP, it answers puts of a peer whose
-     * endpoint failed (ucp_put_handler -> "Fatal: unexpected error: Endpoint
-     * timeout"); a closed endpoint's traffic is dropped instead. What the
+    /* Closed as soon as the worker's progress returns (peer_cancel_failed):
+     * UCX 1.13 aborts the process when, as the target of software-emulated
+     * puts over TCP, it answers puts of a peer whose endpoint failed
+     * (ucp_put_handler -> "Fatal: unexpected error: Endpoint timeout"); a
+     * closed endpoint's traffic is dropped instead. Not from inside this
+     * callback: closing the other worker's endpoint here takes UCX's locks
+     * in the opposite order of its own progress (ThreadSanitizer). What the
      * endpoints still held completes, with an error, through the callbacks. */
-    kucx_ep_cancel(peer->ep);
-    kucx_ep_cancel(peer->cep);
+    peer->cancel_eps = 1;
+    peer->ctx->cancel_eps = 1;
+}
+
+void peer_cancel_failed(kvx_ctx_t *ctx)
+{
+    ctx->cancel_eps = 0;
+    for (int i = 0; i < ctx->npeers; i++) {
+        peer_t *peer = &ctx->peers[i];
+
+        if (peer->cancel_eps) {
+            peer->cancel_eps = 0;
+            kucx_ep_cancel(peer->ep);
+            kucx_ep_cancel(peer->cep);
+        }
+    }
 }
 
 void peer_tick(kvx_ctx_t *ctx, uint64_t now)

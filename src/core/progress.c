@@ -35,6 +35,9 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
     unsigned n = kucx_progress(&ctx->ucx);
     uint64_t now;
 
+    if (ctx->cancel_eps) {
+        peer_cancel_failed(ctx);
+    }
     for (int i = 0; i < ctx->npeers; i++) {
         if (ctx->peers[i].pump_head != NULL) {
             sender_pump_peer(ctx, &ctx->peers[i]);

@@ -7,6 +7,7 @@
 #include "ctx.h"
 #include "util/failure.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -456,6 +457,22 @@ kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
         return KVX_ERR_BUSY;
     }
     if (room->side == KVX_ROLE_DECODE && room->pages_state == KVX_PAGES_QUARANTINED) {
+        status = KVX_ERR_QUARANTINED;
+    }
+    if (room->side == KVX_ROLE_PREFILL && room->state == KVX_ROOM_FAILED && room->refs > 0) {
+        /* Puts or data messages of the failed room may still read its
+         * source pages: the caller keeps them until UCX is done with them,
+         * at most KVX_DRAIN_TIMEOUT after the failure (then they are
+         * quarantined: never reuse them). */
+        if (room_age(room, kvx_now_ns()) <= ctx->cfg.drain_timeout) {
+            ctx_leave(ctx);
+            progress_wake(ctx);
+            return KVX_ERR_BUSY;
+        }
+        kvx_rwarn(id,
+                  "closed while UCX may still read its source pages (%u operations): "
+                  "do not reuse them",
+                  room->refs);
         status = KVX_ERR_QUARANTINED;
     }
     room->closed = 1;

@@ -220,9 +220,12 @@ static kvx_status_t cuda_poll(mem_copier_t *c, uint64_t ticket, int wait, kvx_fa
 
 static void cuda_destroy(mem_copier_t *c)
 {
-
-    if (c->stream != NULL && mem_cuda_use(c->dev, NULL) == KVX_OK) {
-        KVX_CUDA_CALL(NULL, cudaStreamSynchronize, c->stream);
+    /* After a failed copy the device may refuse to be made current: the
+     * stream and its events are released all the same (else they leak). */
+    if (c->stream != NULL) {
+        if (mem_cuda_use(c->dev, NULL) == KVX_OK) {
+            KVX_CUDA_CALL(NULL, cudaStreamSynchronize, c->stream);
+        }
         for (size_t i = 0; i < c->nmarks; i++) {
             KVX_CUDA_CALL(NULL, cudaEventDestroy, c->marks[c->first + i].event);
         }
