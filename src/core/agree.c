@@ -46,6 +46,7 @@ typedef struct agree_rec {
 typedef struct agree_table {
     room_t **room; /* [slot] this rank's room, NULL for a free slot */
     size_t nslots, cap;
+    size_t free_from; /* no free slot below this one */
     MPI_Datatype rec_type;
     MPI_Op root_op;
     struct kvx_agree *round; /* the round in progress, or NULL */
@@ -146,7 +147,10 @@ void agree_cleanup(kvx_ctx_t *ctx)
 void agree_forget(kvx_ctx_t *ctx, room_t *room)
 {
     if (ctx->agree != NULL && room->slot >= 0) {
-        ctx->agree->room[room->slot] = NULL;
+        agree_table_t *t = ctx->agree;
+
+        t->room[room->slot] = NULL;
+        t->free_from = (size_t)room->slot < t->free_from ? (size_t)room->slot : t->free_from;
         room->slot = -1;
     }
 }
@@ -362,7 +366,7 @@ static int agree_has(const uint64_t *list, uint64_t n, uint64_t id)
 
 static kvx_status_t agree_take_slot(agree_table_t *t, room_t *room)
 {
-    size_t s = 0;
+    size_t s = t->free_from; /* the lowest free slot, found without rescanning from 0 */
 
     while (s < t->nslots && t->room[s] != NULL) {
         s++;
@@ -380,6 +384,7 @@ static kvx_status_t agree_take_slot(agree_table_t *t, room_t *room)
     }
     t->room[s] = room;
     t->nslots = s + 1 > t->nslots ? s + 1 : t->nslots;
+    t->free_from = s + 1;
     room->slot = (int)s;
     return KVX_OK;
 }
@@ -446,6 +451,7 @@ static void agree_conclude(kvx_ctx_t *ctx, struct kvx_agree *a, size_t slot, con
         agree_send_verdict(ctx, room);
     }
     ctx->agree->room[slot] = NULL;
+    ctx->agree->free_from = slot < ctx->agree->free_from ? slot : ctx->agree->free_from;
     room->slot = -1;
 }
 
