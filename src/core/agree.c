@@ -470,17 +470,22 @@ static kvx_status_t agree_apply(kvx_ctx_t *ctx, struct kvx_agree *a)
     return a->M > 0 ? agree_assign(ctx, a) : KVX_OK;
 }
 
-/* Closed rooms were kept through the round: release those now free. */
-static void agree_sweep(kvx_ctx_t *ctx)
+/* Closed rooms were kept through the round: release those now free.
+ * Returns how many. */
+static size_t agree_sweep(kvx_ctx_t *ctx)
 {
+    size_t freed = 0;
+
     for (size_t i = 0; i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
 
         while (room != NULL && room->closed && room->refs == 0 && room->slot < 0) {
             room_free(ctx, room);
             room = ctx->rooms.slots[i].value;
+            freed++;
         }
     }
+    return freed;
 }
 
 static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)
@@ -523,6 +528,7 @@ static int agree_mpi_done(kvx_ctx_t *ctx, struct kvx_agree *a)
 kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
 {
     kvx_ctx_t *ctx;
+    int wake;
 
     if (a == NULL || (out == NULL && a->n > 0)) {
         return KVX_ERR_INVALID_PARAM;
@@ -554,13 +560,19 @@ kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
         a->status = agree_apply(ctx, a);
     }
     a->phase = 2;
+    /* The progress thread has work only if the round failed rooms, queued
+     * messages (verdicts) or freed rooms; waking it otherwise costs every
+     * rank an idle spin (PROGRESS_SPINS progress calls) per round. */
+    wake = a->status != KVX_OK || a->K > 0 || ctx->out_head != NULL;
     if (ctx->agree->round == a) {
         ctx->agree->round = NULL;
-        agree_sweep(ctx);
+        wake |= agree_sweep(ctx) > 0;
     }
     agree_report(ctx, a, out);
     pthread_mutex_unlock(&ctx->lock);
-    progress_wake(ctx);
+    if (wake) {
+        progress_wake(ctx);
+    }
     return a->status;
 }
 
