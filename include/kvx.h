@@ -247,8 +247,65 @@ typedef enum kvx_page_layout {
     KVX_PAGE_HEAD_MAJOR
 } kvx_page_layout_t;
 
-/** Where the KV pool lives. */
+/**
+ * Where the KV pool lives.
+ *
+ * KVX_MEM_CUDA (a kvx built with CUDA: kvx_versions() says which): the pool
+ * is device memory of CUDA device cuda_device. The caller gives device
+ * pointers (buffers or slab, e.g. from cudaMalloc on that device; kvx checks
+ * that the first and last byte of each is device memory of that device), or
+ * leaves both NULL and kvx allocates the pool on that device (cudaMalloc,
+ * zeroed). kvx_ctx_kv_buffer() then returns device pointers. Aux slots stay
+ * in host memory. The device's PCI bus id chooses the rank's NICs and
+ * binding (as kvx_topo_choose() does). kvx loads the CUDA runtime with
+ * dlopen (KVX_CUDA_LIBRARY), so one build runs on nodes with and without a
+ * GPU or driver; without them, creating a context with a CUDA pool fails
+ * with KVX_ERR_CUDA ("CUDA unavailable: " and CUDA's error) on every rank.
+ *
+ * Threads: kvx_ctx_create() and kvx_ctx_destroy() leave cuda_device the
+ * calling thread's current device (cudaSetDevice); kvx makes every copy on
+ * its own progress thread, and no CUDA call in other application threads.
+ *
+ * Ordering with the application's streams: kvx reads a prefill's pages on a
+ * stream of its own (or UCX does, by RDMA), which nothing orders after the
+ * application's kernels. The work that writes the pages of a chunk must
+ * have completed (e.g. cudaStreamSynchronize() or cudaEventSynchronize()
+ * on the engine's stream) before kvx_room_send_chunk() hands them over, and
+ * they must not change while the room moves them (as for host pools). On the decode,
+ * the pages of a SUCCESS room are complete in device memory: any stream may
+ * read them.
+ *
+ * How the pages move is the context's memory path (kvx_mem_path_t).
+ */
 typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
+
+/**
+ * How a context moves pages, chosen at creation for the whole job and the
+ * same on every rank (kvx_ctx_mem_path(); KVX_MEM_PATH forces one).
+ *
+ *  - DIRECT: puts from pool to pool, as the table above says. Chosen when
+ *    every pool is host memory, or when UCX on every rank with a CUDA pool
+ *    can access CUDA memory (UCX built with CUDA: GPUDirect RDMA, cuda_ipc).
+ *    With CUDA pools, the TP ratios that would pack or unpack in host
+ *    memory stage instead, as below.
+ *  - STAGED: chosen when some rank's UCX cannot access its CUDA pool (as
+ *    Debian's UCX, built without CUDA). Every run of pages crosses host
+ *    memory: the prefill copies it from its pool into page-locked staging
+ *    memory (cudaMemcpyAsync on a stream of kvx's own, one event per batch
+ *    of a chunk), sends it from there as one data message (one per 4 MiB),
+ *    and the decode rank lands it in its own staging memory and copies it
+ *    into its pages; the decode room is SUCCESS only after those copies
+ *    finished, and a failed room's pages are released only after every
+ *    copy into them finished. Staging is KVX_STAGING_BYTES per rank, on the
+ *    GPU's NUMA node. A host pool on this path is copied with memcpy (what
+ *    KVX_MEM_PATH=staged does with host pools: a test of the path). Where a
+ *    decode rank asks for data messages (KVX_WRITES), only the aux row
+ *    changes: one more data message instead of a put.
+ */
+typedef enum kvx_mem_path { KVX_MEM_PATH_DIRECT = 0, KVX_MEM_PATH_STAGED } kvx_mem_path_t;
+
+/** "direct" or "staged"; "?" for another value. Thread safe. */
+KVX_API const char *kvx_mem_path_name(kvx_mem_path_t path);
 
 /** The model's KV geometry, as the whole instance sees it. */
 typedef struct kvx_kv_layout {
@@ -269,11 +326,13 @@ typedef struct kvx_ctx_params {
     const char *layout;
     kvx_kv_layout_t kv;      /**< the KV geometry */
     size_t num_pages;        /**< pages per (layer, component) on this rank */
-    kvx_mem_type_t mem_type; /**< host (or CUDA, when built with CUDA) */
-    int cuda_device;         /**< CUDA device of the pool when mem_type is CUDA */
+    kvx_mem_type_t mem_type; /**< host, or CUDA (see kvx_mem_type_t) */
+    int cuda_device;         /**< CUDA device of the pool when mem_type is CUDA
+                                  (an index as cudaSetDevice takes it) */
     /** Caller's memory, one buffer per (layer, component), indexed
      *  [layer * components + component] (components: K=0, V=1; MLA: 1),
-     *  each num_pages * kvx_ctx_page_bytes() long; or NULL. */
+     *  each num_pages * kvx_ctx_page_bytes() long; or NULL. Device
+     *  pointers of cuda_device when mem_type is CUDA. */
     void *const *buffers;
     /** Or one slab holding every buffer back to back in that order; or
      *  NULL. When buffers and slab are both NULL kvx allocates the pool. */
@@ -315,8 +374,14 @@ KVX_API void kvx_ctx_params_init(kvx_ctx_params_t *params);
  * @param params    this rank's parameters
  * @param ctx_p     the new context
  * @param reason_p  optional; on failure, why (same on every rank)
- * @return KVX_OK, KVX_ERR_INVALID_PARAM, KVX_ERR_LAYOUT, KVX_ERR_CONFIG,
- *         KVX_ERR_NO_MEMORY, KVX_ERR_UCX, KVX_ERR_MPI, KVX_ERR_UNSUPPORTED.
+ * @return KVX_OK, KVX_ERR_INVALID_PARAM (also: a CUDA pool pointer that is
+ *         not device memory of cuda_device, a cuda_device the node lacks),
+ *         KVX_ERR_LAYOUT, KVX_ERR_CONFIG, KVX_ERR_NO_MEMORY, KVX_ERR_UCX,
+ *         KVX_ERR_MPI, KVX_ERR_CUDA (a CUDA pool on a rank where CUDA is
+ *         unavailable -- no driver, no device: the reason reads "CUDA
+ *         unavailable: " and CUDA's own error -- or a CUDA call failed),
+ *         KVX_ERR_UNSUPPORTED (a CUDA pool in a kvx built without CUDA;
+ *         KVX_MEM_PATH=direct where UCX cannot access CUDA memory).
  */
 KVX_API kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params,
                                     kvx_ctx_t **ctx_p, kvx_failure_t *reason_p);
@@ -358,11 +423,42 @@ KVX_API kvx_status_t kvx_ctx_heads(kvx_ctx_t *ctx, unsigned *first_p, unsigned *
 
 /**
  * The buffer of one (layer, component) of this rank's pool, for the serving
- * engine to compute into (prefill) or read from (decode).
+ * engine to compute into (prefill) or read from (decode): device memory of
+ * cuda_device when the pool is CUDA memory.
  * @return KVX_OK, KVX_ERR_INVALID_HANDLE or KVX_ERR_INVALID_PARAM.
  */
 KVX_API kvx_status_t kvx_ctx_kv_buffer(kvx_ctx_t *ctx, unsigned layer, unsigned component,
                                        void **buffer_p, size_t *length_p);
+
+/**
+ * The memory path the job agreed on at creation, and why.
+ * @param path_p  the path
+ * @param reason  optional (NULL); one sentence, e.g. "UCX 1.13.1 cannot
+ *                access CUDA memory (its memory types: host): pages cross
+ *                33554432 bytes of page-locked host staging on NUMA node 0,
+ *                copied by cudaMemcpyAsync on CUDA device 0"
+ * @param len     size of reason
+ * @return KVX_OK, KVX_ERR_INVALID_PARAM (path_p NULL), KVX_ERR_INVALID_HANDLE.
+ * Thread safe.
+ */
+KVX_API kvx_status_t kvx_ctx_mem_path(kvx_ctx_t *ctx, kvx_mem_path_t *path_p, char *reason,
+                                      size_t len);
+
+/**
+ * The memory path a context of this process with a pool of the given type
+ * would take on its own (a job stages when any of its ranks would): asks
+ * UCX which memory types it can access (with this process's UCX_*
+ * variables) and reads KVX_MEM_PATH. For tools (kvx-info -p prints it);
+ * does not need MPI. Creates and destroys a UCX context; for CUDA, loads the
+ * CUDA runtime.
+ * @param reason  optional (NULL); why, in one sentence
+ * @return KVX_OK; KVX_ERR_CUDA (CUDA unavailable: the reason says why),
+ *         KVX_ERR_UNSUPPORTED (built without CUDA; KVX_MEM_PATH=direct with
+ *         a UCX that cannot access CUDA memory), KVX_ERR_UCX, KVX_ERR_CONFIG,
+ *         KVX_ERR_INVALID_PARAM. Not thread safe with kvx_ctx_create().
+ */
+KVX_API kvx_status_t kvx_mem_path_probe(kvx_mem_type_t type, kvx_mem_path_t *path_p, char *reason,
+                                        size_t len);
 
 /**
  * Whether this rank can exchange pages with an instance of the other role.

@@ -28,10 +28,17 @@ AC_DEFUN([KVX_CHECK_CUDA], [
     done
     AS_IF([test "x$kvx_with_cuda" != xno && test "x$kvx_have_cuda" != xyes],
           [KVX_DEP_MISSING([cuda], [optional], [no include/cuda_runtime_api.h with lib*/libcudart.so in: $kvx_cuda_dirs])])
+    # The runtime's major version: the libcudart.so.N kvx loads by default.
+    CUDA_RT_MAJOR=
+    AS_IF([test "x$kvx_have_cuda" = xyes],
+          [kvx_cudart_version=`sed -n 's/^#define CUDART_VERSION *//p' "${CUDA_CFLAGS#-I}/cuda_runtime_api.h"`
+           CUDA_RT_MAJOR=`expr "$kvx_cudart_version" / 1000`
+           kvx_how_cuda="$kvx_how_cuda, runtime $CUDA_RT_MAJOR"])
     AS_IF([test "x$kvx_have_cuda" = xyes],
           [AC_DEFINE([KVX_HAVE_CUDA], [1], [Define to 1 when built with CUDA support])
            AC_DEFINE_UNQUOTED([KVX_CUDA_LIBDIR], ["$CUDA_LIBDIR"], [Where libcudart was found at build time])])
     AM_CONDITIONAL([HAVE_CUDA], [test "x$kvx_have_cuda" = xyes])
     AC_SUBST([CUDA_CFLAGS])
     AC_SUBST([CUDA_LIBDIR])
+    AC_SUBST([CUDA_RT_MAJOR])
 ])

@@ -877,8 +877,8 @@ static void create_pointers_and_params(void)
                  KVX_ERR_INVALID_PARAM, "page layout (42)");
     create_params(&p);
     p.mem_type = (kvx_mem_type_t)7;
-    create_fails("mem_type 7", MPI_COMM_WORLD, MPI_COMM_WORLD, 0, &p, 0, KVX_ERR_UNSUPPORTED,
-                 "mem_type 7: this kvx moves host memory only");
+    create_fails("mem_type 7", MPI_COMM_WORLD, MPI_COMM_WORLD, 0, &p, 0, KVX_ERR_INVALID_PARAM,
+                 "mem_type 7 is neither KVX_MEM_HOST nor KVX_MEM_CUDA");
     create_params(&p);
     p.buffers = bufs;
     p.slab = &p;

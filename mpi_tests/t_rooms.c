@@ -12,11 +12,21 @@
  * consecutive pages on both sides (one run); --no-verify neither computes
  * nor checks the pattern, for measuring throughput.
  *
+ * --mem cuda puts every rank's pool in CUDA memory (--cuda-ranks LO:HI only
+ * world ranks LO..HI), on device world rank % devices: kvx allocates it, or
+ * with --cuda-pool buffers|slab the test does. Prefill ranks compute the
+ * pattern in host mirrors and copy each room's pages to the device before
+ * handing them over; decode ranks copy them back before checking. Without
+ * a CUDA device every rank exits 77 (skip) with the reason. --expect-path
+ * checks the memory path the job agreed on.
+ *
  * Exit 0 only when every room succeeded on every rank and no byte differed.
  * Usage: t_rooms [--rooms N] [--pages MIN:MAX] [--chunks MAX] [--concurrency C]
  *                [--layers L] [--page-size P] [--kv-heads H] [--head-dim D]
  *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head[,...]]
  *                [--contiguous] [--no-verify] [--seed S]
+ *                [--mem host|cuda] [--cuda-ranks LO:HI] [--cuda-pool kvx|buffers|slab]
+ *                [--expect-path direct|staged]
  * (the job layout comes from KVX_LAYOUT)
  */
 #include <kvx.h>
@@ -28,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kvcuda.h"
 #include "kvpattern.h"
 
 typedef struct opts {
@@ -37,7 +48,20 @@ typedef struct opts {
     kvx_page_layout_t layouts[3];
     int nlayouts;
     int contiguous, verify;
+    int cuda_lo, cuda_hi; /* world ranks whose pools are CUDA memory (lo > hi: none) */
+    int cuda_pool;        /* 0: kvx allocates; 1: caller's buffers; 2: caller's slab */
+    const char *expect_path;
 } opts_t;
+
+/* This rank's CUDA pool: kvx's device buffers and the host mirrors the
+ * pattern is computed in and checked on. */
+typedef struct devpool {
+    int on;
+    void **dev, **host;
+    unsigned nb;     /* buffers */
+    void *owned[64]; /* device memory the test gave kvx */
+    int nowned;
+} devpool_t;
 
 typedef struct slot {
     uint64_t id;
@@ -97,13 +121,25 @@ static void parse_layouts(const char *arg, opts_t *o)
 
 static void parse(int argc, char **argv, opts_t *o)
 {
-    static const struct option longs[] = {
-        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },       { "chunks", 1, 0, 'c' },
-        { "concurrency", 1, 0, 'C' }, { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
-        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },    { "dtype", 1, 0, 't' },
-        { "mla", 0, 0, 'm' },         { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
-        { "contiguous", 0, 0, 'g' },  { "no-verify", 0, 0, 'n' },   { 0, 0, 0, 0 }
-    };
+    static const struct option longs[] = { { "rooms", 1, 0, 'r' },
+                                           { "pages", 1, 0, 'p' },
+                                           { "chunks", 1, 0, 'c' },
+                                           { "concurrency", 1, 0, 'C' },
+                                           { "layers", 1, 0, 'l' },
+                                           { "page-size", 1, 0, 'P' },
+                                           { "kv-heads", 1, 0, 'H' },
+                                           { "head-dim", 1, 0, 'D' },
+                                           { "dtype", 1, 0, 't' },
+                                           { "mla", 0, 0, 'm' },
+                                           { "page-layout", 1, 0, 'L' },
+                                           { "seed", 1, 0, 's' },
+                                           { "contiguous", 0, 0, 'g' },
+                                           { "no-verify", 0, 0, 'n' },
+                                           { "mem", 1, 0, 'M' },
+                                           { "cuda-ranks", 1, 0, 'R' },
+                                           { "cuda-pool", 1, 0, 'A' },
+                                           { "expect-path", 1, 0, 'E' },
+                                           { 0, 0, 0, 0 } };
     int c;
 
     memset(o, 0, sizeof(*o));
@@ -120,6 +156,8 @@ static void parse(int argc, char **argv, opts_t *o)
     o->kv.dtype = KVX_DTYPE_BF16;
     o->nlayouts = 1;
     o->verify = 1;
+    o->cuda_lo = 1;
+    o->cuda_hi = 0;
     while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
         switch (c) {
         case 'r':
@@ -166,6 +204,21 @@ static void parse(int argc, char **argv, opts_t *o)
             break;
         case 'n':
             o->verify = 0;
+            break;
+        case 'M':
+            o->cuda_lo = 0;
+            o->cuda_hi = !strcmp(optarg, "cuda") ? 1 << 30 : -1;
+            break;
+        case 'R':
+            if (sscanf(optarg, "%d:%d", &o->cuda_lo, &o->cuda_hi) != 2) {
+                usage_exit();
+            }
+            break;
+        case 'A':
+            o->cuda_pool = !strcmp(optarg, "buffers") ? 1 : !strcmp(optarg, "slab") ? 2 : 0;
+            break;
+        case 'E':
+            o->expect_path = optarg;
             break;
         case 's':
             o->seed = strtoull(optarg, NULL, 0);
@@ -254,9 +307,30 @@ static void wait_wave(kvx_ctx_t *ctx, slot_t *w, int n, double limit)
     }
 }
 
+/* Copies the room's pages between the host mirrors and the device pool:
+ * whole pages, or each head's part of them in HEAD_MAJOR. */
+static void dev_sync(const devpool_t *d, const kvp_geom_t *g, unsigned comps, const uint32_t *pages,
+                     size_t n, int to_device)
+{
+    int per_head = g->kv.page_layout == KVX_PAGE_HEAD_MAJOR;
+    size_t row = (size_t)g->kv.head_dim * g->elem;
+    size_t len = (size_t)g->kv.page_size * row * (per_head ? 1 : g->heads);
+
+    for (unsigned b = 0; d->on && b < g->kv.layers * comps; b++) {
+        for (size_t i = 0; i < n; i++) {
+            for (unsigned h = 0; h < (per_head ? g->heads : 1); h++) {
+                size_t off = kvp_offset(g, pages[i], h, 0);
+                char *dev = (char *)d->dev[b] + off, *host = (char *)d->host[b] + off;
+
+                kvc_copy(to_device ? (void *)dev : host, to_device ? host : dev, len);
+            }
+        }
+    }
+}
+
 static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_geom_t *g,
-                        void *const *bufs, unsigned comps, size_t *mismatches, uint64_t *bytes,
-                        int *ok)
+                        const devpool_t *d, void *const *bufs, unsigned comps, size_t *mismatches,
+                        uint64_t *bytes, int *ok)
 {
     kvx_room_state_t st = KVX_ROOM_FAILED;
     kvx_room_info_t info;
@@ -275,8 +349,12 @@ static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_ge
     }
     if (role == KVX_ROLE_DECODE && st == KVX_ROOM_SUCCESS) {
         uint64_t aux = 0, want = kvp_aux(s->id);
-        size_t len = 0,
-               bad = verify ? kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0) : 0;
+        size_t len = 0, bad = 0;
+
+        if (verify) {
+            dev_sync(d, g, comps, s->pages, s->npages, 0);
+            bad = kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0);
+        }
 
         if (bad > 0) {
             FAIL("room %llu: %zu bytes differ", (unsigned long long)s->id, bad);
@@ -309,7 +387,7 @@ static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_ge
 
 /* The decode grants, the prefill computes and sends in chunks. */
 static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_index,
-                       const kvp_geom_t *g, void *const *bufs, unsigned comps)
+                       const kvp_geom_t *g, const devpool_t *d, void *const *bufs, unsigned comps)
 {
     kvx_status_t st;
 
@@ -329,6 +407,7 @@ static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_inde
     }
     if (verify) {
         kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 1);
+        dev_sync(d, g, comps, s->pages, s->npages, 1);
     }
     for (int c = 0, done = 0; c < s->nchunks; c++) {
         int n = c == s->nchunks - 1 ? (int)s->npages - done : (int)s->npages / s->nchunks;
@@ -369,9 +448,87 @@ static void give_pages(const opts_t *o, alloc_t *alloc, uint32_t *pages, size_t 
     }
 }
 
+/* A CUDA pool for this rank when --mem/--cuda-ranks says so: on device
+ * rank % devices, kvx's or the test's (buffers or slab, sized for every
+ * head so that any TP fits). */
+static void dev_params(const opts_t *o, kvx_ctx_params_t *p, devpool_t *d)
+{
+    unsigned comps = o->kv.attn == KVX_ATTN_MLA ? 1 : 2, nb = o->kv.layers * comps;
+    size_t buf =
+        p->num_pages * o->kv.page_size * o->kv.kv_heads * o->kv.head_dim * kvp_elem(o->kv.dtype);
+
+    memset(d, 0, sizeof(*d));
+    d->on = rank >= o->cuda_lo && rank <= o->cuda_hi;
+    if (!d->on) {
+        return;
+    }
+    p->mem_type = KVX_MEM_CUDA;
+    p->cuda_device = rank % kvc.devices;
+    if (o->cuda_pool == 2) {
+        d->owned[d->nowned++] = p->slab = kvc_alloc(p->cuda_device, buf * nb);
+    } else if (o->cuda_pool == 1) {
+        for (unsigned b = 0; b < nb && b < 64; b++) {
+            d->owned[d->nowned++] = kvc_alloc(p->cuda_device, buf);
+        }
+        p->buffers = d->owned;
+    }
+}
+
+/* The mirrors, once kvx said where the buffers are; bufs then points at
+ * them, so that the pattern is computed and checked in host memory. */
+static void dev_mirrors(kvx_ctx_t *ctx, devpool_t *d, void **bufs, unsigned nb)
+{
+    size_t len = 0;
+    void *first;
+
+    if (!d->on) {
+        return;
+    }
+    kvx_ctx_kv_buffer(ctx, 0, 0, &first, &len);
+    d->nb = nb;
+    d->dev = calloc(nb, sizeof(void *));
+    d->host = calloc(nb, sizeof(void *));
+    for (unsigned b = 0; b < nb; b++) {
+        d->dev[b] = bufs[b];
+        d->host[b] = calloc(1, len);
+        bufs[b] = d->host[b];
+    }
+}
+
+static void dev_free(devpool_t *d)
+{
+    for (unsigned b = 0; d->host != NULL && b < d->nb; b++) {
+        free(d->host[b]);
+    }
+    for (int i = 0; i < d->nowned; i++) {
+        kvc.free_(d->owned[i]);
+    }
+    free(d->dev);
+    free(d->host);
+}
+
+/* The memory path every rank agreed on, checked against --expect-path. */
+static void check_path(const opts_t *o, kvx_ctx_t *ctx)
+{
+    kvx_mem_path_t path;
+    char reason[512];
+
+    if (kvx_ctx_mem_path(ctx, &path, reason, sizeof(reason)) != KVX_OK) {
+        FAIL("kvx_ctx_mem_path failed");
+        return;
+    }
+    if (rank == 0) {
+        printf("t_rooms: memory path %s: %s\n", kvx_mem_path_name(path), reason);
+    }
+    if (o->expect_path != NULL && strcmp(o->expect_path, kvx_mem_path_name(path)) != 0) {
+        FAIL("memory path %s, expected %s", kvx_mem_path_name(path), o->expect_path);
+    }
+}
+
 /* One run of the whole test with one page layout; 0 when it passed. */
 static int run_layout(const opts_t *o, kvx_page_layout_t layout)
 {
+    devpool_t d;
     kvx_ctx_params_t params;
     kvx_identity_t id;
     kvx_failure_t why;
@@ -394,12 +551,15 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
     params.num_pages = (size_t)o->concurrency * (size_t)o->max_pages * 3 / 2 + 8;
     params.aux_slots = (size_t)o->concurrency;
     params.aux_item_size = sizeof(uint64_t);
+    dev_params(o, &params, &d);
     if (kvx_ctx_create(MPI_COMM_WORLD, &params, &ctx, &why) != KVX_OK) {
         kvx_failure_format(&why, line, sizeof(line));
         fprintf(stderr, "t_rooms: rank %d: kvx_ctx_create: %s\n", rank, line);
+        dev_free(&d);
         return 1;
     }
     kvx_ctx_identity(ctx, &id);
+    check_path(o, ctx);
     comps = o->kv.attn == KVX_ATTN_MLA ? 1 : 2;
     {
         unsigned kv = o->kv.attn == KVX_ATTN_MLA ? 1 : o->kv.kv_heads;
@@ -414,6 +574,7 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
     for (unsigned b = 0; b < o->kv.layers * comps; b++) {
         kvx_ctx_kv_buffer(ctx, b / comps, b % comps, &bufs[b], NULL);
     }
+    dev_mirrors(ctx, &d, bufs, o->kv.layers * comps);
     memset(&g, 0, sizeof(g));
     g.kv = params.kv;
     kvx_ctx_heads(ctx, &g.first_head, &g.heads);
@@ -444,13 +605,13 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
             if (s->mine) {
                 s->pages = take_pages(o, &alloc, s->npages, i);
                 mine_total++;
-                start_room(ctx, s, id.role, i, &g, bufs, comps);
+                start_room(ctx, s, id.role, i, &g, &d, bufs, comps);
             }
         }
         wait_wave(ctx, wave, n, 60.0);
         for (int i = 0; i < n; i++) {
             if (wave[i].mine) {
-                finish_room(ctx, &wave[i], id.role, &g, bufs, comps, &mismatches, &bytes, &ok);
+                finish_room(ctx, &wave[i], id.role, &g, &d, bufs, comps, &mismatches, &bytes, &ok);
             }
             if (wave[i].pages != NULL) {
                 give_pages(o, &alloc, wave[i].pages, wave[i].npages);
@@ -481,6 +642,7 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
     }
     MPI_Bcast(&tot_fail, 1, MPI_INT, 0, MPI_COMM_WORLD);
     free(wave);
+    dev_free(&d);
     free(bufs);
     free(alloc.free);
     return tot_fail != 0;
@@ -494,6 +656,23 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     parse(argc, argv, &o);
+    if (o.cuda_lo <= o.cuda_hi) {
+        char why[256] = "";
+        kvx_mem_path_t path;
+        /* A kvx built without CUDA skips too (a GPU node may run one). */
+        int ok = kvx_mem_path_probe(KVX_MEM_CUDA, &path, why, sizeof(why)) != KVX_ERR_UNSUPPORTED &&
+                 kvc_open(why, sizeof(why)) == 0,
+            all = 0;
+
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (!ok) {
+                printf("SKIP: t_rooms: rank %d: %s\n", rank, why);
+            }
+            MPI_Finalize();
+            return 77;
+        }
+    }
     verify = o.verify;
     for (int l = 0; l < o.nlayouts; l++) {
         bad += run_layout(&o, o.layouts[l]);

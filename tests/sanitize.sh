@@ -64,7 +64,12 @@ sanitize_one() {
         ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
         LSAN_OPTIONS="suppressions=$top/tests/supp/lsan.supp:print_suppressions=0"
         UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1:halt_on_error=1"
-        export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS
+        # Cases that kill a rank add tests/supp/lsan-deadpeer.supp (it says
+        # why) through KVXT_LSAN_DEADPEER.
+        cat "$top/tests/supp/lsan.supp" "$top/tests/supp/lsan-deadpeer.supp" \
+            >"$reports/lsan-deadpeer.supp"
+        KVXT_LSAN_DEADPEER="suppressions=$reports/lsan-deadpeer.supp:print_suppressions=0"
+        export ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS KVXT_LSAN_DEADPEER
         tests='$(SANITIZE_ASAN_TESTS)'
         xfail='$(SANITIZE_ASAN_XFAIL)'
         ;;

@@ -4,6 +4,8 @@
  */
 #include <criterion/criterion.h>
 #include <kvx.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/plan.h"
 
@@ -352,6 +354,66 @@ Test(plan_mode, long_runs_take_one_operation_per_max_op)
     cr_expect_eq(plan_run_ops(&g, PLAN_PACK, per_op), 1);
     cr_expect_eq(plan_run_ops(&g, PLAN_PACK, per_op + 1), 2);
     cr_expect_eq(plan_run_ops(&g, PLAN_PACK, 3 * per_op), 3);
+}
+
+/* The staged path gathers the pieces contiguous in the source pool and
+ * scatters the pieces contiguous in the destination pool: both orders must
+ * put every byte where one put per piece of both sides would. */
+Test(plan_iter, gather_and_scatter_orders_agree_for_every_layout_and_ratio)
+{
+    static const kvx_page_layout_t layouts[] = { KVX_PAGE_HND, KVX_PAGE_NHD, KVX_PAGE_HEAD_MAJOR };
+    static const int ratios[][2] = { { 1, 1 }, { 2, 1 }, { 1, 2 }, { 4, 1 }, { 2, 4 } };
+    enum { PAGES = 12 };
+    plan_run_t run = { 2, 5, 6 };
+
+    for (size_t l = 0; l < 3; l++) {
+        for (size_t r = 0; r < sizeof(ratios) / sizeof(ratios[0]); r++) {
+            kvl_t pk = geometry(4, ratios[r][0], layouts[l], 4);
+            kvl_t dk = geometry(4, ratios[r][1], layouts[l], 4);
+
+            for (int p = 0; p < ratios[r][0]; p++) {
+                for (int d = 0; d < ratios[r][1]; d++) {
+                    size_t sb = PAGES * pk.page_bytes, db = PAGES * dk.page_bytes;
+                    unsigned char *src = malloc(sb), *want = calloc(1, db), *got = calloc(1, db);
+                    unsigned char *staged = malloc(sb);
+                    size_t so, doff, n, off = 0, back = 0;
+                    plan_pair_t pair;
+                    plan_geom_t g;
+                    plan_iter_t it;
+
+                    plan_pair(&pk, p, &dk, d, &pair);
+                    if (!pair.writes) {
+                        free(src), free(want), free(got), free(staged);
+                        continue;
+                    }
+                    plan_geom_init(&g, &pk, PAGES, &dk, PAGES, &pair);
+                    for (size_t i = 0; i < sb; i++) {
+                        src[i] = (unsigned char)(i * 131 + i / 251);
+                    }
+                    plan_iter_init(&it, &g, &run);
+                    while (plan_iter_next(&it, &so, &doff, &n)) {
+                        memcpy(want + doff, src + so, n);
+                    }
+                    plan_iter_init_sides(&it, &g, &run, PLAN_SRC);
+                    while (plan_iter_next(&it, &so, &doff, &n)) {
+                        memcpy(staged + off, src + so, n);
+                        off += n;
+                    }
+                    cr_expect_eq(off, run.count * g.pair_page_bytes);
+                    plan_iter_init_sides(&it, &g, &(plan_run_t){ 0, run.dst, run.count }, PLAN_DST);
+                    while (plan_iter_next(&it, &so, &doff, &n)) {
+                        memcpy(got + doff, staged + back, n);
+                        back += n;
+                    }
+                    cr_expect_eq(back, off);
+                    cr_expect_eq(memcmp(got, want, db), 0,
+                                 "layout %zu, %d->%d, prefill %d decode %d: bytes misplaced", l,
+                                 ratios[r][0], ratios[r][1], p, d);
+                    free(src), free(want), free(got), free(staged);
+                }
+            }
+        }
+    }
 }
 
 /* A data message carries a run's pieces back to back in plan_iter order;

@@ -3,6 +3,8 @@
  *
  *   kvx-info -v   versions of kvx, MPI, UCX, hwloc and CUDA
  *   kvx-info -c   every KVX_* variable: default, current value, accepted form, help
+ *   kvx-info -p   the memory path a context would take with host and with CUDA
+ *                 pools (kvx_mem_path_probe(): UCX's memory types, KVX_MEM_PATH)
  *
  * Uses the public API only.
  */
@@ -15,11 +17,12 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: kvx-info [-v] [-c]\n"
+    fprintf(out, "usage: kvx-info [-v] [-c] [-p]\n"
                  "  -v  print the versions of kvx and of MPI, UCX, hwloc and CUDA\n"
                  "  -c  print every KVX_* variable with its default, value and help\n"
+                 "  -p  print the memory path (direct or staged) of host and CUDA pools, and why\n"
                  "  -h  this help\n"
-                 "With no option, -v is assumed.\n");
+                 "With no option, -v and -p are assumed.\n");
 }
 
 static void print_versions(void)
@@ -35,6 +38,26 @@ static void print_versions(void)
     printf("UCX    %s\n", v.ucx);
     printf("hwloc  %s\n", v.hwloc);
     printf("CUDA   %s\n", v.cuda);
+}
+
+/* The path a context of this process would take on its own with each
+ * kind of pool (a job stages when any of its ranks would). */
+static void print_paths(void)
+{
+    static const kvx_mem_type_t types[] = { KVX_MEM_HOST, KVX_MEM_CUDA };
+    static const char *const names[] = { "host", "CUDA" };
+
+    for (size_t i = 0; i < 2; i++) {
+        kvx_mem_path_t path;
+        char why[512];
+        kvx_status_t st = kvx_mem_path_probe(types[i], &path, why, sizeof(why));
+
+        if (st == KVX_OK) {
+            printf("path   %s pools: %s: %s\n", names[i], kvx_mem_path_name(path), why);
+        } else {
+            printf("path   %s pools: no path (%s): %s\n", names[i], kvx_status_name(st), why);
+        }
+    }
 }
 
 static int print_config(void)
@@ -63,15 +86,18 @@ static int print_config(void)
 
 int main(int argc, char **argv)
 {
-    int versions = 0, config = 0, opt, rc = 0;
+    int versions = 0, config = 0, paths = 0, opt, rc = 0;
 
-    while ((opt = getopt(argc, argv, "vch")) != -1) {
+    while ((opt = getopt(argc, argv, "vcph")) != -1) {
         switch (opt) {
         case 'v':
             versions = 1;
             break;
         case 'c':
             config = 1;
+            break;
+        case 'p':
+            paths = 1;
             break;
         case 'h':
             usage(stdout);
@@ -85,11 +111,14 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!versions && !config) {
-        versions = 1;
+    if (!versions && !config && !paths) {
+        versions = paths = 1;
     }
     if (versions) {
         print_versions();
+    }
+    if (paths) {
+        print_paths();
     }
     if (config) {
         rc = print_config();

@@ -109,6 +109,39 @@ kvx_status_t agree_init(kvx_ctx_t *ctx)
     return KVX_OK;
 }
 
+/* The buffers of rounds abandoned on a broken communicator: MPI may still
+ * write into them until MPI_Finalize, so they are never freed, and they are
+ * kept reachable from here (a leak checker sees them as in use, which they
+ * are). One node per abandoned round; a TP sibling dies once per context. */
+typedef struct agree_grave {
+    struct agree_grave *next;
+    void *buf[6];
+} agree_grave_t;
+
+static agree_grave_t *agree_graves;
+static pthread_mutex_t agree_graves_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void agree_abandon(struct kvx_agree *a)
+{
+    agree_grave_t *g = calloc(1, sizeof(*g));
+
+    if (g != NULL) {
+        g->buf[0] = a->vec;
+        g->buf[1] = a->res;
+        g->buf[2] = a->recs;
+        g->buf[3] = a->recs_out;
+        g->buf[4] = a->mine;
+        g->buf[5] = a->all;
+        pthread_mutex_lock(&agree_graves_lock);
+        g->next = agree_graves;
+        agree_graves = g;
+        pthread_mutex_unlock(&agree_graves_lock);
+    }
+    a->vec = a->res = NULL;
+    a->recs = a->recs_out = NULL;
+    a->mine = a->all = NULL;
+}
+
 static void agree_round_free(struct kvx_agree *a)
 {
     free(a->ids);
@@ -541,9 +574,7 @@ kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
             a->status = KVX_ERR_PEER_LOST;
             a->phase = 2;
             a->nreq = 0;
-            a->vec = a->res = NULL;
-            a->recs = a->recs_out = NULL;
-            a->mine = a->all = NULL;
+            agree_abandon(a);
         } else {
             return KVX_INPROGRESS;
         }
@@ -594,14 +625,8 @@ kvx_status_t kvx_agree_free(kvx_agree_t *a)
     if (a->phase < 2) {
         return KVX_ERR_BUSY;
     }
-    if (a->status == KVX_ERR_PEER_LOST) {
-        /* MPI may still write into an abandoned round's buffers: keep them. */
-        free(a->ids);
-        free(a->failed);
-        free(a->fresh);
-        free(a);
-        return KVX_OK;
-    }
+    /* An abandoned round's buffers MPI may still write into are with
+     * agree_graves already. */
     agree_round_free(a);
     return KVX_OK;
 }

@@ -380,7 +380,8 @@ static kvx_status_t bootstrap_peer(kvx_ctx_t *ctx, peer_t *peer, const rank_info
         if (key == NULL) {
             goto err_blob;
         }
-        if (writes && kucx_rkey_unpack(peer->ep, key, &peer->rkeys[i]) != KVX_OK) {
+        /* A pool UCX cannot access (staged CUDA memory) has no key. */
+        if (writes && klen > 0 && kucx_rkey_unpack(peer->ep, key, &peer->rkeys[i]) != KVX_OK) {
             goto err_rkey;
         }
     }

@@ -328,9 +328,28 @@ static kvx_status_t ctx_init_world(kvx_ctx_t *ctx, MPI_Comm world, kvx_failure_t
     return KVX_OK;
 }
 
+/* The choice for this rank's GPU (pool.busid), or without one: by NUMA
+ * locality. A GPU the topology lacks (a container that hides PCI devices
+ * from hwloc) is chosen for as if the rank had none, with a warning. */
+static kvx_status_t ctx_choose(kvx_ctx_t *ctx, const topo_t *topo, int local_rank,
+                               kvx_topo_choice_t *choice, kvx_failure_t *why)
+{
+    const char *busid = ctx->pool.busid[0] != '\0' ? ctx->pool.busid : NULL;
+    char norm[32];
+
+    if (busid != NULL && topo_busid_parse(busid, norm, sizeof(norm)) == 0 &&
+        topo_gpu_find(topo, norm) == NULL) {
+        kvx_warn("CUDA device %d (PCI %s) is not in this node's topology (%s): NICs are chosen "
+                 "by NUMA locality",
+                 ctx->pool.dev, busid, kvx_topo_source(topo));
+        busid = NULL;
+    }
+    return topo_choose(topo, busid, local_rank, choice, why);
+}
+
 /* Picks this rank's NICs and cores (src/topo) before UCX reads its
- * configuration. The GPU is not known to a host pool: such ranks choose by
- * NUMA locality and are not bound. */
+ * configuration: near the GPU of a CUDA pool; a rank with a host pool
+ * chooses by NUMA locality and is not bound. */
 static kvx_status_t ctx_topology(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
     MPI_Comm node;
@@ -350,10 +369,11 @@ static kvx_status_t ctx_topology(kvx_ctx_t *ctx, kvx_failure_t *why)
     MPI_Comm_free(&node);
     status = topo_create(&ctx->cfg, NULL, &topo, why);
     if (status == KVX_OK) {
-        status = topo_choose(topo, NULL, local_rank, &choice, why);
+        status = ctx_choose(ctx, topo, local_rank, &choice, why);
     }
     if (status == KVX_OK) {
         status = topo_apply(topo, &choice, &ctx->cfg, &applied, why);
+        ctx->pool.numa = choice.numa; /* where staging memory goes */
     }
     if (topo != NULL) {
         topo_destroy(topo);
@@ -379,6 +399,12 @@ static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kv
         failure_set(why, status, KVX_STAGE_INIT, NULL, "cannot split the TP communicators");
         return status;
     }
+    /* A CUDA pool's device is known before the topology: its bus id
+     * chooses the NICs. Without CUDA every rank hears why. */
+    status = bootstrap_agree(ctx->world, pool_probe(ctx, params, why), why);
+    if (status != KVX_OK) {
+        return status;
+    }
     status = bootstrap_agree(ctx->world, ctx_topology(ctx, why), why);
     if (status != KVX_OK) {
         return status;
@@ -388,6 +414,12 @@ static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kv
         status = pool_init(ctx, params, why);
     }
     status = bootstrap_agree(ctx->world, status, why);
+    if (status == KVX_OK) {
+        status = bootstrap_agree(ctx->world, cstage_init(ctx, why), why);
+    }
+    if (status == KVX_OK) {
+        status = bootstrap_agree(ctx->world, pool_register(ctx, why), why);
+    }
     if (status != KVX_OK) {
         return status;
     }
@@ -429,6 +461,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
         kvx_failure_format(&why, line, sizeof(line));
         kvx_error("kvx_ctx_create failed: %s", line);
         bootstrap_cleanup(ctx);
+        cstage_cleanup(ctx);
         pool_cleanup(ctx);
         kucx_ctx_cleanup(&ctx->ucx);
         ctx_unregister(ctx);
@@ -568,6 +601,7 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
         }
     }
     bootstrap_cleanup(ctx);
+    cstage_cleanup(ctx);
     pool_cleanup(ctx);
     kucx_ctx_cleanup(&ctx->ucx);
     ctx_free(ctx);

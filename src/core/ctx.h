@@ -10,6 +10,7 @@
 #include <kvx.h>
 
 #include "joblayout.h"
+#include "cuda_stage.h"
 #include "kvlayout.h"
 #include "msg.h"
 #include "plan.h"
@@ -164,9 +165,13 @@ typedef struct pool {
     int nbufs;
     kucx_region_t *regions;
     int nregions;
-    int *buf_region; /* region of each buffer */
-    void *owned;     /* memory kvx allocated, or NULL */
-    int ucx_owned;   /* regions[0] is memory UCX allocated for kvx (KVX_POOL_ALLOC=ucx) */
+    int *buf_region;     /* region of each buffer */
+    void *owned;         /* memory kvx allocated, or NULL */
+    kvx_mem_type_t type; /* where the buffers are (aux slots are host memory) */
+    int dev;             /* their CUDA device, when type is CUDA */
+    char busid[32];      /* its PCI bus id; "" for a host pool */
+    int numa;            /* NUMA node near this rank (its GPU's), -1 if unknown */
+    int ucx_owned;       /* regions[0] is memory UCX allocated for kvx (KVX_POOL_ALLOC=ucx) */
     void *aux;
     size_t aux_slots, aux_stride;
     kucx_region_t aux_region;
@@ -228,6 +233,7 @@ struct kvx_ctx {
     struct landing *land_head, *land_tail;     /* data waiting for a slot to land in */
     unsigned landing;                          /* data messages being received */
     int pack_kick;                             /* a slot or a data message completed */
+    cstage_t cstage;                           /* cuda_stage.c: the memory path */
 };
 
 #define KVX_CTX_MAGIC 0x6b76782d63747821ull
@@ -240,7 +246,14 @@ void ctx_leave(kvx_ctx_t *ctx);
 kvx_role_t ctx_other_role(const kvx_ctx_t *ctx);
 
 /* ---- pool.c ---- */
+/* The pool's device, before the topology is chosen: for a CUDA pool, loads
+ * CUDA and checks the device (pool.busid gets its bus id). */
+kvx_status_t pool_probe(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why);
+/* Places the pool (caller's buffers, checked, or allocated) and the aux slots. */
 kvx_status_t pool_init(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why);
+/* Registers them with UCX, once the memory path is known (a staged CUDA
+ * pool is not registered: UCX cannot access it). */
+kvx_status_t pool_register(kvx_ctx_t *ctx, kvx_failure_t *why);
 void pool_cleanup(kvx_ctx_t *ctx);
 
 /* ---- bootstrap.c ---- */
@@ -354,6 +367,8 @@ void receiver_on_fail(kvx_ctx_t *ctx, room_t *room);
 void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
 /* Counts a writer complete once it said DONE and its data is unpacked. */
 void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s);
+/* A failed room's pages are released once nothing can write into them. */
+void receiver_update_pages(kvx_ctx_t *ctx, room_t *room);
 
 /* ---- pack.c: the sender side of packed puts and data messages ---- */
 /* Sets up staging when this rank's pairs need it (end of bootstrap). */
@@ -373,6 +388,42 @@ int pack_quiet(const target_t *t);
 /* Resumes waiting targets and landings (progress thread); returns work done. */
 unsigned pack_progress(kvx_ctx_t *ctx);
 
+/* Used by cuda_stage.c, which posts its own data messages in pack.c's order. */
+int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p);
+void pack_advance(target_t *t, uint32_t pages);
+void pack_wait(kvx_ctx_t *ctx, target_t *t);
+
+/* ---- cuda_stage.c: the memory path; staged data messages ---- */
+/* Chooses the path for the whole job (collective over world: every rank
+ * calls it once its pool is placed) and creates this rank's copy engine. */
+kvx_status_t cstage_init(kvx_ctx_t *ctx, kvx_failure_t *why);
+/* Waits for every copy and frees the engine (the staging area goes with
+ * pack_cleanup()). */
+void cstage_cleanup(kvx_ctx_t *ctx);
+/* The mode a pair's runs travel in on this path. */
+plan_mode_t cstage_mode(const kvx_ctx_t *ctx, plan_mode_t mode);
+/* The staging area of a staged context: page-locked for a CUDA pool, on
+ * the GPU's NUMA node; registered with UCX. */
+kvx_status_t cstage_area_init(kvx_ctx_t *ctx, size_t size, unsigned cap, kvx_failure_t *why);
+void cstage_area_cleanup(kvx_ctx_t *ctx);
+/* Sender: t's next sub-run (at pos in the room) takes a slot; the progress
+ * thread gathers it there and sends its data message once the copies
+ * completed. Returns as pack_post(). */
+int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos);
+/* Receiver: copies a landed data message from its slot into the pool; the
+ * slot is released, and the bytes count for the writer, once the copies
+ * completed. */
+void cstage_scatter(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_data_t *d,
+                    staging_slot_t *slot);
+/* Receiver: the same for eager data, copied and waited for at once. */
+void cstage_scatter_now(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_data_t *d,
+                        const void *data, size_t len);
+/* Fences new copies, and finishes the slots whose copies completed:
+ * sends gathered data, counts scattered data. Returns work still pending. */
+unsigned cstage_progress(kvx_ctx_t *ctx);
+/* A copy into the decode room's pages is still in flight. */
+int cstage_room_busy(const kvx_ctx_t *ctx, const room_t *room);
+
 /* ---- unpack.c: the receiver side of data messages ---- */
 ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, void *data,
                           size_t length, const ucp_am_recv_param_t *param);
@@ -382,6 +433,12 @@ int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s);
 unsigned unpack_progress(kvx_ctx_t *ctx);
 /* Drops waiting data and waits for data being received (destroy). */
 void unpack_cleanup(kvx_ctx_t *ctx);
+/* The open decode room and writing source of the data message whose header
+ * and data a slot holds, checked against the room; NULL when it must be
+ * dropped (the room failed if the message could not be of it). */
+source_t *unpack_slot_source(kvx_ctx_t *ctx, const staging_slot_t *slot, msg_t *m, room_t **room_p);
+/* Counts len bytes of s unpacked (and completes s when they were its last). */
+void unpack_count(kvx_ctx_t *ctx, room_t *room, source_t *s, size_t len);
 
 /* ---- protocol.c ---- */
 /* The active-message handler: decodes, checks and dispatches a message. */

@@ -15,10 +15,16 @@
  * pages are read until the message completes, so the target finishes
  * (aux, flush, DONE) only when none is in flight.
  *
+ * STAGED (the memory path, cuda_stage.c): like UNPACK, but the run is
+ * gathered into a slot through a copy engine first, and the decode rank
+ * scatters it through its own. The staging area is then cuda_stage.c's.
+ *
  * Messages only: a decode rank whose endpoint has no native RMA asks for
  * every run as a data message, whatever the layouts (KVX_WRITES). Runs
  * strided here are gathered into a slot first, in plan_iter order; the aux
  * row goes as MSG_AUX; nothing is flushed (the decode counts what arrived).
+ * On a staged memory path such a pair is STAGED (its runs already travel
+ * as data messages), and only the aux row changes.
  *
  * A target that finds no free slot waits on ctx->pack_wait_*; completions
  * kick the progress thread, which pumps the waiting targets again.
@@ -36,8 +42,9 @@
 
 /* This rank's pair with a peer of the other role, and how its pages
  * travel: a writer asked for data messages (KVX_WRITES) sends every run as
- * one, whatever the layouts (mode UNPACK). Returns 0 when no pages flow
- * between the two. */
+ * one, whatever the layouts (mode UNPACK), and on the memory path's staged
+ * pairs (cuda_stage.c) every run crosses host staging (mode STAGED).
+ * Returns 0 when no pages flow between the two. */
 static int pack_peer_geom(const kvx_ctx_t *ctx, const peer_t *peer, plan_geom_t *g,
                           plan_mode_t *mode_p)
 {
@@ -53,16 +60,16 @@ static int pack_peer_geom(const kvx_ctx_t *ctx, const peer_t *peer, plan_geom_t 
         plan_pair(peer->kvl, peer->tp_rank, &ctx->my, ctx->tp_rank, &pair);
         plan_geom_init(g, peer->kvl, peer->num_pages, &ctx->my, ctx->num_pages, &pair);
     }
-    *mode_p = peer->msg_writes ? PLAN_UNPACK : plan_mode(g);
+    *mode_p = cstage_mode(ctx, peer->msg_writes ? PLAN_UNPACK : plan_mode(g));
     return pair.writes;
 }
 
 /* Does this prefill rank need staging bytes to send t's runs as data
- * messages (its runs are strided here), and are there enough? */
-static int pack_area_ok(const kvx_ctx_t *ctx, const plan_geom_t *g, int *needed_p)
+ * messages (its runs are strided here, or staged), and are there enough? */
+static int pack_area_ok(const kvx_ctx_t *ctx, const target_t *t, int *needed_p)
 {
-    *needed_p = !plan_src_contiguous(g);
-    return !*needed_p || ctx->staging.size >= 2 * plan_max_op(g);
+    *needed_p = t->mode == PLAN_STAGED || !plan_src_contiguous(&t->geom);
+    return !*needed_p || ctx->staging.size >= 2 * plan_max_op(&t->geom);
 }
 
 kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
@@ -85,10 +92,11 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
         }
         if (ctx->role == KVX_ROLE_PREFILL) {
             need_slots |= mode != PLAN_DIRECT;
-            area = mode == PLAN_PACK || (mode == PLAN_UNPACK && !plan_src_contiguous(&g));
+            area = mode == PLAN_PACK || mode == PLAN_STAGED ||
+                   (mode == PLAN_UNPACK && !plan_src_contiguous(&g));
         } else {
-            need_slots |= mode == PLAN_UNPACK;
-            area = mode == PLAN_UNPACK;
+            need_slots |= mode == PLAN_UNPACK || mode == PLAN_STAGED;
+            area = mode == PLAN_UNPACK || mode == PLAN_STAGED;
         }
         need_area |= area;
         if (area && 2 * plan_max_op(&g) > need_bytes) {
@@ -100,13 +108,15 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
     }
     if (need_area && bytes < need_bytes) {
         failure_set(why, KVX_ERR_CONFIG, KVX_STAGE_INIT, NULL,
-                    "KVX_STAGING_BYTES=%zu is too small: this rank's TP ratio and transports "
-                    "need at least %zu",
-                    bytes, need_bytes);
+                    "KVX_STAGING_BYTES=%zu is too small: this rank's %s need at least %zu", bytes,
+                    ctx->cstage.on ? "memory path and TP ratio" : "TP ratio and transports",
+                    need_bytes);
         return KVX_ERR_CONFIG;
     }
-    status = staging_init(&ctx->staging, &ctx->ucx, need_area ? bytes : 0, PACK_SLOTS, why);
-    if (status == KVX_OK) {
+    status = ctx->cstage.on
+                 ? cstage_area_init(ctx, need_area ? bytes : 0, PACK_SLOTS, why)
+                 : staging_init(&ctx->staging, &ctx->ucx, need_area ? bytes : 0, PACK_SLOTS, why);
+    if (status == KVX_OK && !ctx->cstage.on) { /* cstage_area_init() said it */
         kvx_info("staging: %zu bytes registered, %u slots, for %s", need_area ? bytes : 0,
                  PACK_SLOTS,
                  ctx->role == KVX_ROLE_PREFILL ? "packed puts and data messages"
@@ -120,8 +130,8 @@ kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why)
     int needed;
 
     t->msgs = 1;
-    t->mode = PLAN_UNPACK;
-    if (ctx->staging.cap > 0 && pack_area_ok(ctx, &t->geom, &needed)) {
+    t->mode = cstage_mode(ctx, PLAN_UNPACK);
+    if (ctx->staging.cap > 0 && pack_area_ok(ctx, t, &needed)) {
         return KVX_OK;
     }
     failure_set_room(why, t->room->id, KVX_ERR_CONFIG, KVX_STAGE_PREALLOC, NULL,
@@ -134,7 +144,11 @@ kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why)
 
 void pack_cleanup(kvx_ctx_t *ctx)
 {
-    staging_cleanup(&ctx->staging, &ctx->ucx);
+    if (ctx->cstage.on) {
+        cstage_area_cleanup(ctx);
+    } else {
+        staging_cleanup(&ctx->staging, &ctx->ucx);
+    }
     ctx->pack_wait_head = ctx->pack_wait_tail = NULL;
 }
 
@@ -145,7 +159,7 @@ int pack_quiet(const target_t *t)
 
 /* Queues t until a slot is released or its data messages complete; the
  * queue holds a reference to the room. */
-static void pack_wait(kvx_ctx_t *ctx, target_t *t)
+void pack_wait(kvx_ctx_t *ctx, target_t *t)
 {
     if (t->pack_waiting) {
         return;
@@ -180,14 +194,14 @@ unsigned pack_progress(kvx_ctx_t *ctx)
             n++;
         }
     }
-    return n + unpack_progress(ctx);
+    return n + unpack_progress(ctx) + cstage_progress(ctx);
 }
 
 /* The next sub-run to post: at most plan_op_pages() pages of the current
  * run, for the current (layer, component); *pos_p is the position of its
  * first page in the room's page list. Moves over finished runs, components,
  * layers and batches, but not into the sub-run (pack_advance() does). */
-static int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
+int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
 {
     const plan_run_t *run;
     uint32_t left;
@@ -222,7 +236,7 @@ static int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p
     return 1;
 }
 
-static void pack_advance(target_t *t, uint32_t pages)
+void pack_advance(target_t *t, uint32_t pages)
 {
     t->pack_page += pages;
     if (t->pack_page == t->runs[t->run].count) {
@@ -241,7 +255,8 @@ static void pack_done_cb(void *request, ucs_status_t status, void *user)
 
     staging_release(&ctx->staging, slot);
     ctx->pack_kick = 1;
-    if (t->mode == PLAN_UNPACK && --t->pack_inflight == 0) {
+    /* Data messages and aux rows (t->msgs) count in pack_inflight. */
+    if ((t->mode == PLAN_UNPACK || t->msgs) && --t->pack_inflight == 0) {
         pack_wait(ctx, t); /* it may finish now */
     }
     sender_put_cb(request, status, t);
@@ -410,5 +425,12 @@ int pack_post(kvx_ctx_t *ctx, target_t *t)
         }
         return 0;
     }
-    return t->mode == PLAN_PACK ? pack_put(ctx, t, &sub) : pack_send(ctx, t, &sub, pos);
+    switch (t->mode) {
+    case PLAN_PACK:
+        return pack_put(ctx, t, &sub);
+    case PLAN_STAGED:
+        return cstage_post(ctx, t, &sub, pos);
+    default:
+        return pack_send(ctx, t, &sub, pos);
+    }
 }

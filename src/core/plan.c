@@ -110,9 +110,6 @@ void plan_geom_init(plan_geom_t *g, const kvl_t *src, size_t src_pages, const kv
     g->pair_page_bytes = (size_t)pair->nheads * src->kv.page_size * src->row;
 }
 
-/* Which sides' strides a fold respects. */
-enum { PLAN_SRC = 1, PLAN_DST = 2 };
-
 /* Folds inner dimensions that are contiguous on the given sides into one
  * piece. */
 static void plan_fold_sides(const plan_geom_t *g, const size_t extent[PLAN_DIMS], int sides,
@@ -135,20 +132,19 @@ static void plan_fold_sides(const plan_geom_t *g, const size_t extent[PLAN_DIMS]
     *first_p = i;
 }
 
-static void plan_fold(const plan_geom_t *g, const size_t extent[PLAN_DIMS], size_t *len_p,
-                      int *first_p)
+void plan_iter_init(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run)
 {
-    plan_fold_sides(g, extent, PLAN_SRC | PLAN_DST, len_p, first_p);
+    plan_iter_init_sides(it, g, run, PLAN_SRC | PLAN_DST);
 }
 
-void plan_iter_init(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run)
+void plan_iter_init_sides(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run, int sides)
 {
     memset(it, 0, sizeof(*it));
     it->g = g;
     for (int i = 0; i < g->ndims; i++) {
         it->extent[i] = g->dim_is_page[i] ? run->count : g->extent[i];
     }
-    plan_fold(g, it->extent, &it->len, &it->first);
+    plan_fold_sides(g, it->extent, sides, &it->len, &it->first);
     it->soff = g->sbase + run->src * g->spage;
     it->doff = g->dbase + run->dst * g->dpage;
     it->done = run->count == 0;
@@ -240,7 +236,10 @@ size_t plan_max_op(const plan_geom_t *g)
 
 const char *plan_mode_name(plan_mode_t mode)
 {
-    return mode == PLAN_PACK ? "packed" : mode == PLAN_UNPACK ? "unpacked" : "direct";
+    return mode == PLAN_PACK     ? "packed"
+           : mode == PLAN_UNPACK ? "unpacked"
+           : mode == PLAN_STAGED ? "staged"
+                                 : "direct";
 }
 
 uint32_t plan_op_pages(const plan_geom_t *g)

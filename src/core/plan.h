@@ -70,6 +70,15 @@ typedef struct plan_iter {
 } plan_iter_t;
 
 void plan_iter_init(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run);
+/* The same, with pieces that need only be contiguous on the given sides
+ * (PLAN_SRC, PLAN_DST or both). Whatever the sides, the pieces in order
+ * hold the run's bytes in one order -- the source layout's, restricted to
+ * the pair's heads -- so a side that gathers pieces contiguous in its
+ * pool and a side that scatters pieces contiguous in its own agree on
+ * every byte's place. */
+#define PLAN_SRC 1
+#define PLAN_DST 2
+void plan_iter_init_sides(plan_iter_t *it, const plan_geom_t *g, const plan_run_t *run, int sides);
 /* Next piece: byte offsets in the source and destination buffers and its
  * length. Returns 0 when there are no more. */
 int plan_iter_next(plan_iter_t *it, size_t *src_off, size_t *dst_off, size_t *len);
@@ -91,8 +100,12 @@ size_t plan_run_pieces(const plan_geom_t *g, uint32_t count);
  *    one data message per run, which the decode rank unpacks into its pages.
  * A packed put or a data message carries at most PLAN_MAX_OP bytes (whole
  * pages); a run longer than that takes one per PLAN_MAX_OP.
+ *  - STAGED: not chosen from the layouts but by the memory path
+ *    (cuda_stage.c): the sender gathers the run into host staging memory
+ *    through a copy engine, sends it as one data message, and the decode
+ *    rank scatters it into its pool through its own.
  */
-typedef enum plan_mode { PLAN_DIRECT = 0, PLAN_PACK, PLAN_UNPACK } plan_mode_t;
+typedef enum plan_mode { PLAN_DIRECT = 0, PLAN_PACK, PLAN_UNPACK, PLAN_STAGED } plan_mode_t;
 
 #define PLAN_MAX_OP ((size_t)4 << 20)
 

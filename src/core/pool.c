@@ -1,12 +1,16 @@
 /*
  * pool.c - this rank's KV pool and aux slots: given by the caller or
- * allocated here, registered with UCX once.
+ * allocated here, in host or CUDA memory, registered with UCX once. Aux
+ * slots are host memory whatever the pool's type.
  */
 #include "config.h"
 
 #include "ctx.h"
+#include "mem/mem.h"
 #include "util/failure.h"
+#include "util/log.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +31,9 @@ static kvx_status_t pool_alloc(kvx_ctx_t *ctx, size_t len, kvx_failure_t *why)
 {
     pool_t *pool = &ctx->pool;
 
+    if (pool->type == KVX_MEM_CUDA) {
+        return mem_cuda_alloc(pool->dev, len, &pool->owned, why);
+    }
     if (ctx->cfg.pool_alloc == 1) {
         kvx_status_t status =
             kucx_region_map(&ctx->ucx, NULL, len, UCS_MEMORY_TYPE_HOST, &pool->regions[0], why);
@@ -49,6 +56,13 @@ static kvx_status_t pool_alloc(kvx_ctx_t *ctx, size_t len, kvx_failure_t *why)
     return KVX_OK;
 }
 
+/* The caller's memory of a CUDA pool must be device memory of its device. */
+static kvx_status_t pool_check(const pool_t *pool, const void *ptr, size_t len, const char *what,
+                               kvx_failure_t *why)
+{
+    return pool->type == KVX_MEM_CUDA ? mem_cuda_check(ptr, len, pool->dev, what, why) : KVX_OK;
+}
+
 /* Points pool->buf at the caller's buffers, the slab, or memory of our own,
  * and says how many regions they form. */
 static kvx_status_t pool_place(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
@@ -64,11 +78,16 @@ static kvx_status_t pool_place(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, k
     }
     if (params->buffers != NULL) {
         for (int i = 0; i < pool->nbufs; i++) {
+            char what[64];
+
+            snprintf(what, sizeof(what), "buffers[%d] (layer %d, component %d)", i,
+                     i / (int)ctx->my.comps, i % (int)ctx->my.comps);
             if (params->buffers[i] == NULL) {
-                failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
-                            "buffers[%d] (layer %d, component %d) is NULL", i,
-                            i / (int)ctx->my.comps, i % (int)ctx->my.comps);
+                failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL, "%s is NULL", what);
                 return KVX_ERR_INVALID_PARAM;
+            }
+            if (pool_check(pool, params->buffers[i], pool->buf_len, what, why) != KVX_OK) {
+                return why->status;
             }
             pool->buf[i] = params->buffers[i];
             pool->buf_region[i] = i;
@@ -82,6 +101,8 @@ static kvx_status_t pool_place(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, k
             return status;
         }
         base = pool->ucx_owned ? pool->regions[0].base : pool->owned;
+    } else if (pool_check(pool, base, pool->buf_len * (size_t)pool->nbufs, "slab", why) != KVX_OK) {
+        return why->status;
     }
     for (int i = 0; i < pool->nbufs; i++) {
         pool->buf[i] = base + (size_t)i * pool->buf_len;
@@ -90,17 +111,21 @@ static kvx_status_t pool_place(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, k
     return KVX_OK;
 }
 
-static kvx_status_t pool_register(kvx_ctx_t *ctx, kvx_failure_t *why)
+kvx_status_t pool_register(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
     pool_t *pool = &ctx->pool;
+    int cuda = pool->type == KVX_MEM_CUDA;
     kvx_status_t status;
 
-    for (int r = pool->ucx_owned; r < pool->nregions; r++) {
+    /* On the staged path nothing reaches a CUDA pool but kvx's own copies;
+     * a pool UCX allocated (KVX_POOL_ALLOC=ucx) is registered already. */
+    for (int r = pool->ucx_owned; r < pool->nregions && !(cuda && ctx->cstage.all); r++) {
         size_t len = pool->nregions == 1 ? pool->buf_len * (size_t)pool->nbufs : pool->buf_len;
         void *base = pool->nregions == 1 ? pool->buf[0] : pool->buf[r];
 
-        status =
-            kucx_region_map(&ctx->ucx, base, len, UCS_MEMORY_TYPE_HOST, &pool->regions[r], why);
+        status = kucx_region_map(&ctx->ucx, base, len,
+                                 cuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST,
+                                 &pool->regions[r], why);
         if (status != KVX_OK) {
             return status;
         }
@@ -112,16 +137,37 @@ static kvx_status_t pool_register(kvx_ctx_t *ctx, kvx_failure_t *why)
                            UCS_MEMORY_TYPE_HOST, &pool->aux_region, why);
 }
 
+kvx_status_t pool_probe(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
+{
+    pool_t *pool = &ctx->pool;
+    kvx_status_t status;
+
+    pool->type = params->mem_type;
+    pool->dev = params->cuda_device;
+    pool->numa = -1;
+    if (pool->type == KVX_MEM_HOST) {
+        return KVX_OK;
+    }
+    if (pool->type != KVX_MEM_CUDA) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "mem_type %d is neither KVX_MEM_HOST nor KVX_MEM_CUDA", (int)pool->type);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    status = mem_cuda_open(ctx->cfg.cuda_library, why);
+    if (status == KVX_OK) {
+        status = mem_cuda_device(pool->dev, pool->busid, sizeof(pool->busid), why);
+    }
+    if (status == KVX_OK) {
+        kvx_info("KV pool on CUDA device %d (PCI %s)", pool->dev, pool->busid);
+    }
+    return status;
+}
+
 kvx_status_t pool_init(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failure_t *why)
 {
     pool_t *pool = &ctx->pool;
     kvx_status_t status;
 
-    if (params->mem_type != KVX_MEM_HOST) {
-        failure_set(why, KVX_ERR_UNSUPPORTED, KVX_STAGE_INIT, NULL,
-                    "mem_type %d: this kvx moves host memory only", (int)params->mem_type);
-        return KVX_ERR_UNSUPPORTED;
-    }
     pool->nbufs = (int)(ctx->my.kv.layers * ctx->my.comps);
     pool->buf_len = ctx->num_pages * ctx->my.page_bytes;
     pool->buf = calloc((size_t)pool->nbufs, sizeof(*pool->buf));
@@ -145,7 +191,7 @@ kvx_status_t pool_init(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kvx_failu
             return KVX_ERR_NO_MEMORY;
         }
     }
-    return pool_register(ctx, why);
+    return KVX_OK;
 }
 
 void pool_cleanup(kvx_ctx_t *ctx)
@@ -161,7 +207,11 @@ void pool_cleanup(kvx_ctx_t *ctx)
     free(pool->regions);
     free(pool->buf);
     free(pool->buf_region);
-    free(pool->owned);
+    if (pool->type == KVX_MEM_CUDA) {
+        mem_cuda_free(pool->dev, pool->owned);
+    } else {
+        free(pool->owned);
+    }
     free(pool->aux);
     memset(pool, 0, sizeof(*pool));
 }

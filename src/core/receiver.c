@@ -143,10 +143,11 @@ static void receiver_all_done(kvx_ctx_t *ctx, room_t *room)
 }
 
 /* Pages are safe once every writer that did not complete confirmed it has
- * nothing in flight. */
-static void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
+ * nothing in flight, and no copy of kvx's own into them is (staged path). */
+void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
 {
-    if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING) {
+    if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING ||
+        (ctx->cstage.on && cstage_room_busy(ctx, room))) {
         return;
     }
     for (unsigned i = 0; i < room->nsources && room->granted; i++) {

@@ -44,7 +44,7 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
         t->aux_slot = -1;
         if (t->pair.writes) {
             plan_geom_init(&t->geom, &ctx->my, ctx->num_pages, dkvl, t->peer->num_pages, &t->pair);
-            t->mode = plan_mode(&t->geom);
+            t->mode = cstage_mode(ctx, plan_mode(&t->geom));
         }
         n++;
     }

@@ -16,6 +16,10 @@
  *
  * A writer is complete when its DONE arrived and every byte it owes this
  * rank was unpacked, in either order (receiver_source_complete()).
+ *
+ * On a staged memory path (cuda_stage.c) every data message is staged: the
+ * copies out of its slot go through the copy engine, and its bytes count
+ * (unpack_count()) once they completed.
  */
 #include "config.h"
 
@@ -51,7 +55,13 @@ static size_t unpack_page_bytes(const kvx_ctx_t *ctx, const source_t *s)
         return 0;
     }
     unpack_geom(ctx, s, &g);
-    return s->msgs || plan_mode(&g) == PLAN_UNPACK ? g.pair_page_bytes : 0;
+    switch (s->msgs ? PLAN_UNPACK : cstage_mode(ctx, plan_mode(&g))) {
+    case PLAN_UNPACK:
+    case PLAN_STAGED:
+        return g.pair_page_bytes;
+    default:
+        return 0;
+    }
 }
 
 /* Bytes a writer sends this rank in data messages over the whole room. */
@@ -192,8 +202,24 @@ static void unpack_data(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_dat
         memcpy(pool + doff, data + at, n);
         at += n;
     }
+    unpack_count(ctx, room, s, len);
+}
+
+void unpack_count(kvx_ctx_t *ctx, room_t *room, source_t *s, size_t len)
+{
     s->unpacked += len;
     receiver_source_complete(ctx, room, s);
+}
+
+source_t *unpack_slot_source(kvx_ctx_t *ctx, const staging_slot_t *slot, msg_t *m, room_t **room_p)
+{
+    char why[128];
+
+    memset(m, 0, sizeof(*m));
+    if (msg_decode(slot->hdr, MSG_DATA_LEN, &ctx->limits, m, why, sizeof(why)) != KVX_OK) {
+        return NULL;
+    }
+    return unpack_find(ctx, m, slot->len, room_p);
 }
 
 /* Puts the aux row into the room's slot (receiver_check_aux() checks it). */
@@ -218,14 +244,17 @@ static void unpack_deliver(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_
  * frees the slot. */
 static void unpack_landed(kvx_ctx_t *ctx, staging_slot_t *slot, ucs_status_t status)
 {
-    char why[128];
     room_t *room;
     source_t *s;
     msg_t m;
 
-    memset(&m, 0, sizeof(m));
-    if (msg_decode(slot->hdr, MSG_DATA_LEN, &ctx->limits, &m, why, sizeof(why)) == KVX_OK &&
-        (s = unpack_find(ctx, &m, slot->len, &room)) != NULL) {
+    if ((s = unpack_slot_source(ctx, slot, &m, &room)) != NULL) {
+        if (status == UCS_OK && ctx->cstage.on && m.hdr.type == MSG_DATA) {
+            /* The slot is released when the copies out of it completed
+             * (aux rows stay in host memory: delivered at once). */
+            cstage_scatter(ctx, room, s, &m.u.data, slot);
+            return;
+        }
         if (status == UCS_OK) {
             unpack_deliver(ctx, room, s, &m, staging_at(&ctx->staging, slot), slot->len);
         } else {
@@ -321,7 +350,11 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
         return UCS_OK; /* rendezvous data is dropped and its send completes */
     }
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-        unpack_deliver(ctx, room, s, &m, data, length);
+        if (ctx->cstage.on && m.hdr.type == MSG_DATA) {
+            cstage_scatter_now(ctx, room, s, &m.u.data, data, length);
+        } else {
+            unpack_deliver(ctx, room, s, &m, data, length);
+        }
         return UCS_OK;
     }
     return unpack_land(ctx, header, data, length);

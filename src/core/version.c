@@ -9,6 +9,7 @@
 #include "mpi/kvx_mpi.h"
 #include "topo/topo.h"
 #include "ucx/kvx_ucx.h"
+#include "util/cfg.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,7 +31,7 @@ kvx_status_t kvx_versions(kvx_versions_t *versions_p)
     kmpi_version(v.mpi, sizeof(v.mpi));
     kucx_version(v.ucx, sizeof(v.ucx));
     topo_version(v.hwloc, sizeof(v.hwloc));
-    mem_cuda_version(v.cuda, sizeof(v.cuda));
+    mem_cuda_version(cfg_global(NULL, NULL)->cuda_library, v.cuda, sizeof(v.cuda));
     *versions_p = v;
     return KVX_OK;
 }

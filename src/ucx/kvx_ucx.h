@@ -58,6 +58,11 @@ typedef struct kucx_ctx {
 /* Creates a UCP context (RMA + AM + wakeup) and its two workers. */
 kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why);
 void kucx_ctx_cleanup(kucx_ctx_t *u);
+/* The memory types (UCS_BIT(ucs_memory_type_t)) a UCP context of this
+ * process's configuration can access, without keeping one (for tools). */
+kvx_status_t kucx_probe_memory_types(uint64_t *types_p, kvx_failure_t *why);
+/* "host, cuda, cuda-managed": the names of the types in a mask. */
+void kucx_memory_types_name(uint64_t types, char *buf, size_t len);
 /* Destroys the workers (completing, with an error, any operation they still
  * hold); the context stays for kucx_region_unmap(). kucx_ctx_cleanup() calls
  * it when needed. */
@@ -157,6 +162,11 @@ kvx_status_t kucx_am_send(ucp_ep_h ep, unsigned id, const void *buf, size_t len,
  * and header must stay valid until cb (UCX 1.13 does not copy a header).
  * Same return rules; the request records len like a put's. */
 kvx_status_t kucx_am_send_data(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
+                               const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
+                               void *user, ucs_status_t *ucs_p);
+/* The same, always by rendezvous: the receiver's handler gets a descriptor
+ * and chooses where the data lands (kvx's staging for CUDA pages). */
+kvx_status_t kucx_am_send_rndv(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
                                const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
                                void *user, ucs_status_t *ucs_p);
 /* Completion of kucx_am_recv_data(). */

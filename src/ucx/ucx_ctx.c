@@ -106,6 +106,47 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
     return KVX_OK;
 }
 
+kvx_status_t kucx_probe_memory_types(uint64_t *types_p, kvx_failure_t *why)
+{
+    ucp_params_t params = { 0 };
+    ucp_context_attr_t cattr = { 0 };
+    ucp_context_h context;
+    ucp_config_t *config;
+    ucs_status_t rc = ucp_config_read(NULL, NULL, &config);
+
+    if (rc != UCS_OK) {
+        return kucx_fail(why, "ucp_config_read", rc);
+    }
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
+    rc = ucp_init(&params, config, &context);
+    ucp_config_release(config);
+    if (rc != UCS_OK) {
+        return kucx_fail(why, "ucp_init", rc);
+    }
+    cattr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+    rc = ucp_context_query(context, &cattr);
+    ucp_cleanup(context);
+    if (rc != UCS_OK) {
+        return kucx_fail(why, "ucp_context_query", rc);
+    }
+    *types_p = cattr.memory_types;
+    return KVX_OK;
+}
+
+void kucx_memory_types_name(uint64_t types, char *buf, size_t len)
+{
+    size_t o = 0;
+
+    buf[0] = '\0';
+    for (int t = UCS_MEMORY_TYPE_HOST; t < UCS_MEMORY_TYPE_LAST && o < len; t++) {
+        if (types & UCS_BIT(t)) {
+            o +=
+                (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", ucs_memory_type_names[t]);
+        }
+    }
+}
+
 void kucx_workers_destroy(kucx_ctx_t *u)
 {
     for (int w = 0; w < KUCX_PLANES; w++) {

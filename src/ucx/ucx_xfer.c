@@ -85,14 +85,34 @@ kvx_status_t kucx_am_send(ucp_ep_h ep, unsigned id, const void *buf, size_t len,
     return kucx_posted(ucp_am_send_nbx(ep, id, NULL, 0, buf, len, &p), ucs_p);
 }
 
-kvx_status_t kucx_am_send_data(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
-                               const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
-                               void *user, ucs_status_t *ucs_p)
+static kvx_status_t kucx_am_send_flags(ucp_ep_h ep, unsigned id, const void *header,
+                                       size_t header_len, const void *buf, size_t len,
+                                       ucp_mem_h memh, uint32_t flags, kucx_done_cb_t cb,
+                                       void *user, ucs_status_t *ucs_p)
 {
     ucp_request_param_t p = kucx_param(user, memh);
 
     p.cb.send = cb;
+    if (flags != 0) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = flags;
+    }
     return kucx_posted_len(ucp_am_send_nbx(ep, id, header, header_len, buf, len, &p), len, ucs_p);
+}
+
+kvx_status_t kucx_am_send_data(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
+                               const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
+                               void *user, ucs_status_t *ucs_p)
+{
+    return kucx_am_send_flags(ep, id, header, header_len, buf, len, memh, 0, cb, user, ucs_p);
+}
+
+kvx_status_t kucx_am_send_rndv(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
+                               const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
+                               void *user, ucs_status_t *ucs_p)
+{
+    return kucx_am_send_flags(ep, id, header, header_len, buf, len, memh, UCP_AM_SEND_FLAG_RNDV, cb,
+                              user, ucs_p);
 }
 
 kvx_status_t kucx_am_recv_data(kucx_ctx_t *u, void *desc, void *buf, size_t len, ucp_mem_h memh,

@@ -34,6 +34,8 @@ typedef struct cfg_row {
 static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
 static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
 static const char *const cfg_ep_err_modes[] = { "auto", "peer", "none", NULL };
+/* In cfg_mem_path_t order. */
+static const char *const cfg_mem_paths[] = { "auto", "direct", "staged", NULL };
 static const char *const cfg_write_modes[] = { "auto", "put", "message", NULL };
 static const char *const cfg_pool_allocs[] = { "host", "ucx", NULL };
 /* In cfg_bind_t order. */
@@ -107,9 +109,19 @@ static const cfg_row_t cfg_table[] = {
       "busy (never sleep; lowest latency, one core per rank).",
       CFG_FIELD(progress), cfg_progress_modes, 0, 0 },
     { "KVX_STAGING_BYTES", CFG_SIZE, "32M",
-      "Registered memory a rank sets aside, when its TP ratio needs it, to pack strided heads "
-      "into one put (prefill) or land data it unpacks into its pages (decode); at least 8M.",
+      "Registered host memory a rank sets aside, when its TP ratio or the staged path needs it, "
+      "to pack strided heads into one put (prefill) or land data it unpacks into its pages "
+      "(decode); on the staged path it is page-locked and on the GPU's NUMA node; at least 8M.",
       CFG_FIELD(staging_bytes), NULL, 0, 0 },
+    { "KVX_MEM_PATH", CFG_ENUM, "auto",
+      "How pages move between pools: auto (puts between the pools when UCX can access every "
+      "pool's memory, else every rank stages through host memory), direct (creation fails where "
+      "UCX cannot access CUDA memory), or staged (always; for host pools a test of that path).",
+      CFG_FIELD(mem_path), cfg_mem_paths, 0, 0 },
+    { "KVX_CUDA_LIBRARY", CFG_STRING, "",
+      "The CUDA runtime to load (a libcudart path or name) instead of the one kvx was built "
+      "with, then libcudart.so.N from the loader path.",
+      CFG_FIELD(cuda_library), NULL, 0, 0 },
 
     /* ---- topology (src/topo) ---- */
     { "KVX_TOPO_XML", CFG_STRING, "",

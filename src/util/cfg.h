@@ -18,6 +18,13 @@ typedef struct cfg_list {
 /* KVX_BIND: how a rank is bound near its GPU. */
 typedef enum cfg_bind { CFG_BIND_NONE = 0, CFG_BIND_CPU, CFG_BIND_CPU_MEM } cfg_bind_t;
 
+/* KVX_MEM_PATH: how KV pages move between pools. */
+typedef enum cfg_mem_path {
+    CFG_MEM_PATH_AUTO = 0,
+    CFG_MEM_PATH_DIRECT,
+    CFG_MEM_PATH_STAGED
+} cfg_mem_path_t;
+
 typedef struct kvx_cfg {
     int log_level;               /* KVX_LOG_LEVEL */
     char *log_file;              /* KVX_LOG_FILE */
@@ -37,6 +44,8 @@ typedef struct kvx_cfg {
     int writes;                  /* KVX_WRITES: 0 auto, 1 put, 2 message */
     int pool_alloc;              /* KVX_POOL_ALLOC: 0 host, 1 ucx */
     uint64_t staging_bytes;      /* KVX_STAGING_BYTES */
+    int mem_path;                /* KVX_MEM_PATH, a cfg_mem_path_t */
+    char *cuda_library;          /* KVX_CUDA_LIBRARY */
 
     /* ---- topology (src/topo) ---- */
     char *topo_xml;         /* KVX_TOPO_XML */
