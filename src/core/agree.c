@@ -46,6 +46,7 @@ typedef struct agree_rec {
 typedef struct agree_table {
     room_t **room; /* [slot] this rank's room, NULL for a free slot */
     size_t nslots, cap;
+    size_t free_from; /* no free slot below this one */
     MPI_Datatype rec_type;
     MPI_Op root_op;
     struct kvx_agree *round; /* the round in progress, or NULL */
@@ -179,7 +180,10 @@ void agree_cleanup(kvx_ctx_t *ctx)
 void agree_forget(kvx_ctx_t *ctx, room_t *room)
 {
     if (ctx->agree != NULL && room->slot >= 0) {
-        ctx->agree->room[room->slot] = NULL;
+        agree_table_t *t = ctx->agree;
+
+        t->room[room->slot] = NULL;
+        t->free_from = (size_t)room->slot < t->free_from ? (size_t)room->slot : t->free_from;
         room->slot = -1;
     }
 }
@@ -395,7 +399,7 @@ static int agree_has(const uint64_t *list, uint64_t n, uint64_t id)
 
 static kvx_status_t agree_take_slot(agree_table_t *t, room_t *room)
 {
-    size_t s = 0;
+    size_t s = t->free_from; /* the lowest free slot, found without rescanning from 0 */
 
     while (s < t->nslots && t->room[s] != NULL) {
         s++;
@@ -413,6 +417,7 @@ static kvx_status_t agree_take_slot(agree_table_t *t, room_t *room)
     }
     t->room[s] = room;
     t->nslots = s + 1 > t->nslots ? s + 1 : t->nslots;
+    t->free_from = s + 1;
     room->slot = (int)s;
     return KVX_OK;
 }
@@ -479,6 +484,7 @@ static void agree_conclude(kvx_ctx_t *ctx, struct kvx_agree *a, size_t slot, con
         agree_send_verdict(ctx, room);
     }
     ctx->agree->room[slot] = NULL;
+    ctx->agree->free_from = slot < ctx->agree->free_from ? slot : ctx->agree->free_from;
     room->slot = -1;
 }
 
@@ -497,17 +503,22 @@ static kvx_status_t agree_apply(kvx_ctx_t *ctx, struct kvx_agree *a)
     return a->M > 0 ? agree_assign(ctx, a) : KVX_OK;
 }
 
-/* Closed rooms were kept through the round: release those now free. */
-static void agree_sweep(kvx_ctx_t *ctx)
+/* Closed rooms were kept through the round: release those now free.
+ * Returns how many. */
+static size_t agree_sweep(kvx_ctx_t *ctx)
 {
+    size_t freed = 0;
+
     for (size_t i = 0; i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
 
         while (room != NULL && room->closed && room->refs == 0 && room->slot < 0) {
             room_free(ctx, room);
             room = ctx->rooms.slots[i].value;
+            freed++;
         }
     }
+    return freed;
 }
 
 static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)
@@ -550,6 +561,7 @@ static int agree_mpi_done(kvx_ctx_t *ctx, struct kvx_agree *a)
 kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
 {
     kvx_ctx_t *ctx;
+    int wake;
 
     if (a == NULL || (out == NULL && a->n > 0)) {
         return KVX_ERR_INVALID_PARAM;
@@ -579,13 +591,19 @@ kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
         a->status = agree_apply(ctx, a);
     }
     a->phase = 2;
+    /* The progress thread has work only if the round failed rooms, queued
+     * messages (verdicts) or freed rooms; waking it otherwise costs every
+     * rank an idle spin (PROGRESS_SPINS progress calls) per round. */
+    wake = a->status != KVX_OK || a->K > 0 || ctx->out_head != NULL;
     if (ctx->agree->round == a) {
         ctx->agree->round = NULL;
-        agree_sweep(ctx);
+        wake |= agree_sweep(ctx) > 0;
     }
     agree_report(ctx, a, out);
     pthread_mutex_unlock(&ctx->lock);
-    progress_wake(ctx);
+    if (wake) {
+        progress_wake(ctx);
+    }
     return a->status;
 }
 

@@ -57,26 +57,29 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
     return n;
 }
 
-/* Sleeps until a worker has events or the next tick is due. */
-static void progress_sleep(kvx_ctx_t *ctx, uint64_t next_tick)
+/* Sleeps until a worker has events or the next tick is due; returns 0 when
+ * it slept until the tick without an event. */
+static int progress_sleep(kvx_ctx_t *ctx, uint64_t next_tick)
 {
     uint64_t now = kvx_now_ns();
     int timeout_ms = next_tick > now ? (int)((next_tick - now) / KVX_NS_PER_MS) + 1 : 0;
     struct pollfd pfd[KUCX_PLANES] = { { ctx->ucx.efd[KUCX_DATA], POLLIN, 0 },
                                        { ctx->ucx.efd[KUCX_CTRL], POLLIN, 0 } };
+    int events;
 
     if (ctx->ucx.efd[KUCX_DATA] < 0 || ctx->ucx.efd[KUCX_CTRL] < 0) {
         pthread_mutex_unlock(&ctx->lock);
         usleep(100);
         pthread_mutex_lock(&ctx->lock);
-        return;
+        return 1;
     }
     if (kucx_arm(&ctx->ucx) != KVX_OK) {
-        return; /* events are pending: progress again */
+        return 1; /* events are pending: progress again */
     }
     pthread_mutex_unlock(&ctx->lock);
-    poll(pfd, KUCX_PLANES, timeout_ms);
+    events = poll(pfd, KUCX_PLANES, timeout_ms);
     pthread_mutex_lock(&ctx->lock);
+    return events != 0;
 }
 
 static void *progress_main(void *arg)
@@ -90,8 +93,10 @@ static void *progress_main(void *arg)
         if (progress_once(ctx, &next_tick) > 0 || ctx->cfg.progress == 1) {
             idle = 0;
         } else if (++idle >= PROGRESS_SPINS) {
-            progress_sleep(ctx, next_tick);
-            idle = 0;
+            /* Spin again only after an event: a wake for the tick alone
+             * progresses once (the tick) and sleeps again, rather than
+             * spinning PROGRESS_SPINS empty calls on every tick. */
+            idle = progress_sleep(ctx, next_tick) ? 0 : PROGRESS_SPINS - 1;
             continue;
         }
         /* Let API threads in: a mutex is not fair, so yield when one waits. */
