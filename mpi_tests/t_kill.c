@@ -5,7 +5,8 @@
  *                   itself (SIGKILL) while rooms are in flight. Survivors fail
  *                   exactly the rooms of decode[1], within 1 s, with the "lost"
  *                   reason; rooms of decode[0] complete byte-exact; the lost
- *                   rank's TP sibling enters no collective.
+ *                   rank's TP sibling enters no collective, and a room it
+ *                   opens afterwards concludes FAILED at once.
  *   t_kill prefill  layout prefill:2x1,decode:1x1: KVX_FAULT kills prefill[1]
  *                   (effect=kill) mid-transfer. Its rooms fail on the decode
  *                   with the "lost" reason; their pages, which no writer can
@@ -257,6 +258,26 @@ static void scenario_decode(void)
     }
     send_rooms(rooms);
     conclude(rooms, 20.0);
+    if (tl_rank == victim + 1) {
+        /* The victim's TP sibling runs no agreement round any more: a room
+         * it opens now must conclude FAILED at once, with the loss as its
+         * reason (found by the spin model, tests/model/room.pml). */
+        uint32_t pages[2] = { 0, 1 };
+        kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+        kvx_room_info_t info = { 0 };
+        kvx_failure_t f = { 0 };
+
+        TL_CHECK(kvx_room_recv_open(ctx, 9999, 0, pages, 2, -1) == KVX_OK, "recv_open 9999");
+        TL_CHECK(kvx_room_poll(ctx, 9999, &st) == KVX_OK && st == KVX_ROOM_FAILED &&
+                     kvx_room_info(ctx, 9999, &info) == KVX_OK && info.agreed &&
+                     info.agreed_state == KVX_ROOM_FAILED &&
+                     kvx_room_failure(ctx, 9999, &f) == KVX_OK &&
+                     strstr(f.text, "decode[1].tp0 (rank 4)") != NULL &&
+                     strstr(f.text, " lost: ") != NULL,
+                 "a room opened after the sibling's loss is %s (agreed %d): '%s'",
+                 kvx_room_state_name(st), info.agreed, f.text);
+        kvx_room_close(ctx, 9999);
+    }
     report(rooms, victim, "decode[1].tp0 (rank 4)");
 }
 
