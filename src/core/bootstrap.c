@@ -473,7 +473,11 @@ static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info, con
         if (peer->role != ctx->role) {
             peer->msg_writes =
                 ctx->cfg.writes == 2 || (ctx->cfg.writes == 0 && !kucx_ep_native_rma(peer->ep));
-            peer->put_in_host = kucx_ep_in_host(peer->ep);
+            /* All lanes on this host: puts ask for fast completion, which
+             * UCX 1.13's v2 protocols copy straight into memory UCX
+             * allocated (KVX_POOL_ALLOC=ucx) instead of emulating puts above
+             * 32 KiB with active messages. */
+            peer->put_in_host = kucx_ep_is_shm(peer->ep);
         }
     }
     return KVX_OK;

@@ -105,12 +105,6 @@ int kucx_ep_is_shm(ucp_ep_h ep);
  * messages, whose target side then aborts the process when the initiator
  * dies (UCX 1.13 over TCP): kvx sends data messages instead (pack.c). */
 int kucx_ep_native_rma(ucp_ep_h ep);
-/* Are all of an endpoint's lanes transports within this host (shared
- * memory, CMA, XPMEM, KNEM)? Puts over it then ask for fast completion:
- * UCX 1.13's v2 protocols copy such a put straight into the peer's memory
- * (mapped from memory UCX allocated: the pool, pool.c) instead of emulating
- * puts larger than 32 KiB with active messages. */
-int kucx_ep_in_host(ucp_ep_h ep);
 /* Closes an endpoint after flushing it, progressing the worker for at most
  * timeout_ns. Returns 0 when the close did not finish: destroying the worker
  * then completes it (and whatever the endpoint still held). */

@@ -108,40 +108,6 @@ int kucx_ep_native_rma(ucp_ep_h ep)
     return rma;
 }
 
-int kucx_ep_in_host(ucp_ep_h ep)
-{
-    static const char *const shm[] = { "/sysv/", "/posix/", "/xpmem/", "/cma/", "/knem/" };
-    char *text = NULL;
-    size_t text_len = 0;
-    FILE *f = open_memstream(&text, &text_len);
-    char *save = NULL;
-    int lanes = 0, in_host = 1;
-
-    if (f == NULL) {
-        return 0;
-    }
-    ucp_ep_print_info(ep, f);
-    fclose(f);
-    /* "lane[1]:  2:cma/memory.0 md[1]  -> md[1]/cma/sysdev[255] rma_bw#0":
-     * every lane, whatever its role, must stay on this host. */
-    for (char *line = strtok_r(text, "\n", &save); line != NULL;
-         line = strtok_r(NULL, "\n", &save)) {
-        char *arrow = strstr(line, "lane[") != NULL ? strstr(line, "->") : NULL;
-        int found = 0;
-
-        if (arrow == NULL) {
-            continue;
-        }
-        lanes++;
-        for (size_t i = 0; i < sizeof(shm) / sizeof(shm[0]); i++) {
-            found |= strstr(arrow, shm[i]) != NULL;
-        }
-        in_host &= found;
-    }
-    free(text);
-    return lanes > 0 && in_host;
-}
-
 int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uint64_t timeout_ns)
 {
     ucp_request_param_t p = { 0 };
