@@ -531,7 +531,8 @@ KVX_API kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_st
 /**
  * Why the room failed: the root cause once known (recorded at its origin,
  * possibly on another rank).
- * @return KVX_OK, KVX_ERR_STATE (the room has not failed), KVX_ERR_NO_ROOM,
+ * @return KVX_OK, KVX_ERR_STATE (the room has not failed, or its instance
+ *         agreed SUCCESS: see kvx_agreed_t), KVX_ERR_NO_ROOM,
  *         KVX_ERR_INVALID_HANDLE.
  */
 KVX_API kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t room_id, kvx_failure_t *failure_p);
@@ -625,7 +626,14 @@ typedef struct kvx_agreed {
     kvx_status_t status;
     /** The agreed state: the minimum over the instance's TP ranks (FAILED
      *  when any rank failed the room, SUCCESS only when all succeeded). A
-     *  SUCCESS or FAILED agreed once is final. */
+     *  SUCCESS or FAILED agreed once is final. One exception keeps the two
+     *  instances agreeing: once a prefill rank has delivered every page, the
+     *  decode instance decides. If a decode rank is lost after that, the
+     *  prefill ranks wait for the decode instance's outcome from a decode
+     *  rank still there (it may have agreed SUCCESS before the loss) and
+     *  conclude SUCCESS with it, even on a rank whose room failed by the
+     *  loss; they conclude FAILED without it only when no prefill rank of
+     *  the room can hear from any decode rank of it. */
     kvx_room_state_t state;
 } kvx_agreed_t;
 

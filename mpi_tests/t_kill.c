@@ -7,6 +7,14 @@
  *                   reason; rooms of decode[0] complete byte-exact; the lost
  *                   rank's TP sibling enters no collective, and a room it
  *                   opens afterwards concludes FAILED at once.
+ *   t_kill agreed   layout prefill:1x2,decode:1x2: the decode instance agrees
+ *                   every room SUCCESS, then decode[0].tp1 (rank 3) kills
+ *                   itself before its receipts (held by KVX_FAULT stage=notify
+ *                   effect=delay) reach prefill tp1, whose rooms then fail
+ *                   locally by the loss. The live ranks must still agree:
+ *                   both prefill ranks conclude SUCCESS with the decode (found
+ *                   by the spin model, tests/model/room.pml; before the
+ *                   decode's AGREED the prefill concluded FAILED).
  *   t_kill prefill  layout prefill:2x1,decode:1x1: KVX_FAULT kills prefill[1]
  *                   (effect=kill) mid-transfer. Its rooms fail on the decode
  *                   with the "lost" reason; their pages, which no writer can
@@ -281,6 +289,130 @@ static void scenario_decode(void)
     report(rooms, victim, "decode[1].tp0 (rank 4)");
 }
 
+/* A file in $KVXT_OUT: written (now) or waited for (up to limit s). */
+static void flag_write(const char *name)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", getenv("KVXT_OUT"), name);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%.6f\n", tl_now());
+        fclose(f);
+    }
+}
+
+static int flag_wait(const char *name, double limit)
+{
+    char path[4096];
+    double start = tl_now();
+
+    snprintf(path, sizeof(path), "%s/%s", getenv("KVXT_OUT"), name);
+    while (access(path, F_OK) != 0) {
+        if (tl_now() - start > limit) {
+            return 0;
+        }
+        usleep(10000);
+    }
+    return 1;
+}
+
+static void scenario_agreed(void)
+{
+    const char *victim_name = "decode[0].tp1 (rank 3)";
+    room_slot_t rooms[ROOMS];
+    int victim = 3, ok = 0, failed_local = 0;
+    char path[4096];
+    FILE *f;
+
+    memset(rooms, 0, sizeof(rooms));
+    setup();
+    plan_rooms(rooms);
+    open_rooms(rooms);
+    MPI_Barrier(MPI_COMM_WORLD); /* the last collective on a whole world */
+    send_rooms(rooms);
+    if (id.role == KVX_ROLE_DECODE) {
+        /* Both decode ranks agree every room SUCCESS; the victim's receipts
+         * to prefill tp1 are still held when it dies. */
+        conclude(rooms, 20.0);
+        if (tl_rank == victim) {
+            usleep(300000); /* its sibling leaves the same round */
+            flag_write("kill_time");
+            kill(getpid(), SIGKILL);
+        }
+        TL_CHECK(flag_wait("kill_time", 30.0), "the victim never died");
+    } else {
+        double start;
+
+        /* No prefill round before the loss: prefill tp1's rooms, every page
+         * delivered but no receipt, must fail locally by it first. */
+        TL_CHECK(flag_wait("kill_time", 30.0), "the victim never died");
+        start = tl_now();
+        for (int done = 0; !done && tl_now() - start < 10.0;) {
+            done = 1;
+            for (int r = 0; r < ROOMS && id.tp_rank == 1; r++) {
+                kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+
+                kvx_room_poll(ctx, rooms[r].id, &st);
+                done &= st == KVX_ROOM_FAILED;
+            }
+            usleep(10000);
+        }
+        if (id.tp_rank == 1) {
+            flag_write("loss_seen");
+        }
+        TL_CHECK(flag_wait("loss_seen", 15.0), "prefill tp1 never saw the loss");
+        for (int r = 0; r < ROOMS; r++) {
+            kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+            char line[512];
+
+            kvx_room_poll(ctx, rooms[r].id, &st);
+            tl_failure_line(ctx, rooms[r].id, line, sizeof(line));
+            if (id.tp_rank == 0) {
+                TL_CHECK(st == KVX_ROOM_SUCCESS, "prefill tp0 room %llu: %s (%s)",
+                         (unsigned long long)rooms[r].id, kvx_room_state_name(st), line);
+            } else {
+                TL_CHECK(st == KVX_ROOM_FAILED && strstr(line, victim_name) != NULL &&
+                             strstr(line, " lost: ") != NULL,
+                         "prefill tp1 room %llu before agreement: %s '%s' (not failed by the loss)",
+                         (unsigned long long)rooms[r].id, kvx_room_state_name(st), line);
+                failed_local += st == KVX_ROOM_FAILED;
+            }
+        }
+        conclude(rooms, 20.0);
+    }
+    for (int r = 0; r < ROOMS; r++) {
+        room_slot_t *s = &rooms[r];
+        kvx_room_info_t info = { 0 };
+        kvx_failure_t why;
+
+        TL_CHECK(s->concluded && s->state == KVX_ROOM_SUCCESS, "room %llu concluded %d as %s",
+                 (unsigned long long)s->id, s->concluded, kvx_room_state_name(s->state));
+        TL_CHECK(kvx_room_info(ctx, s->id, &info) == KVX_OK && info.agreed &&
+                     info.agreed_state == KVX_ROOM_SUCCESS,
+                 "room %llu: info says agreed %d %s", (unsigned long long)s->id, info.agreed,
+                 kvx_room_state_name(info.agreed_state));
+        TL_CHECK(kvx_room_failure(ctx, s->id, &why) == KVX_ERR_STATE,
+                 "room %llu agreed SUCCESS but kvx_room_failure() reports a failure",
+                 (unsigned long long)s->id);
+        if (id.role == KVX_ROLE_DECODE) {
+            TL_CHECK(kvp_pages(&g, bufs, 2, s->id, s->pages, PAGES, 0, 0) == 0,
+                     "room %llu bytes differ", (unsigned long long)s->id);
+        }
+        ok += s->concluded && s->state == KVX_ROOM_SUCCESS;
+    }
+    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%s rank %d: %d rooms agreed SUCCESS (%d had failed here by the loss of %s)\n",
+                tl_failures == 0 ? "OK" : "FAIL", tl_rank, ok, failed_local, victim_name);
+        fclose(f);
+    }
+    printf("rank %d: %d rooms agreed SUCCESS, %d failed locally first%s\n", tl_rank, ok,
+           failed_local, tl_failures ? " -- FAILED CHECKS" : "");
+}
+
 /* messages: the decode asked the killed prefill for data messages (over
  * TCP, KVX_WRITES=auto), which it drops once a room failed: its pages are
  * safe at once and no room is quarantined. Otherwise (puts) no writer can
@@ -329,10 +461,12 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &tl_rank);
     if (argc > 1 && strcmp(argv[1], "decode") == 0) {
         scenario_decode();
+    } else if (argc > 1 && strcmp(argv[1], "agreed") == 0) {
+        scenario_agreed();
     } else if (argc > 1 && strcmp(argv[1], "prefill") == 0) {
         scenario_prefill(argc > 2 && strcmp(argv[2], "messages") == 0);
     } else {
-        fprintf(stderr, "usage: t_kill decode | prefill [messages]\n");
+        fprintf(stderr, "usage: t_kill decode | agreed | prefill [messages]\n");
         return 2;
     }
     /* Destroy waits only for live peers; MPI_Finalize with a dead rank is

@@ -6,7 +6,9 @@
  * room every rank holds. A round is
  *
  *   A  MPI_Iallreduce(MIN) of one int per slot (the rank's state of the
- *      room) plus a trailer (-(rooms this rank holds that have no slot));
+ *      room), a trailer (-(rooms this rank holds that have no slot)), and on
+ *      a prefill instance one more int per slot saying what the rank heard
+ *      of the decode instance's outcome (agree_heard(); agree_outcome());
  *   B  only if some slot's minimum is FAILED: MPI_Iallreduce with a user
  *      operation over one record per failed slot, which keeps the root cause
  *      (on a prefill instance the decode's verdict where a rank holds it;
@@ -61,6 +63,7 @@ struct kvx_agree {
     MPI_Request req[2];
     int nreq;
     size_t S;           /* slots in the vector of this round */
+    size_t W;           /* prefill: S more ints after the trailer (agree_heard()) */
     int32_t *vec, *res; /* A */
     room_t **sampled;   /* [slot] the room vec[slot] is about, NULL if free */
     size_t K;           /* B: failed slots */
@@ -233,6 +236,44 @@ static void agree_faults(kvx_ctx_t *ctx)
     }
 }
 
+/* Phase A's second part, on a prefill instance: the MIN over ranks is
+ * HEARD_AGREED if any rank heard the decode instance agree SUCCESS, and
+ * HEARD_NOTHING only if no rank can hear from any decode rank of the room. */
+enum { HEARD_AGREED = -1, HEARD_CAN = 0, HEARD_NOTHING = 1 };
+
+static int32_t agree_heard(const room_t *room)
+{
+    if (room == NULL) {
+        return HEARD_NOTHING; /* a free slot does not hold the others back */
+    }
+    if (room->side != KVX_ROLE_PREFILL) {
+        return HEARD_CAN;
+    }
+    if (room->decode_agreed) {
+        return HEARD_AGREED;
+    }
+    return sender_cut_off(room) ? HEARD_NOTHING : HEARD_CAN;
+}
+
+/* A slot's outcome from phase A, the same on every rank: the minimum state
+ * (FAILED or SUCCESS are final) -- except that on a prefill instance the
+ * decode's agreed SUCCESS concludes a room whose ranks failed only after
+ * delivering every page (a decode rank lost since: sender_may_conclude()),
+ * and a room no rank can hear an outcome for any more concludes FAILED. */
+static int32_t agree_outcome(int32_t min, int32_t heard)
+{
+    if (min == KVX_ROOM_FAILED || min == INT32_MAX) {
+        return min;
+    }
+    if (heard == HEARD_AGREED) {
+        return KVX_ROOM_SUCCESS;
+    }
+    if (min != KVX_ROOM_SUCCESS && heard == HEARD_NOTHING) {
+        return KVX_ROOM_FAILED;
+    }
+    return min;
+}
+
 /* Phase A, with the context locked: sample every slot's state. */
 static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
 {
@@ -240,8 +281,9 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
 
     agree_faults(ctx);
     a->S = t->nslots;
-    a->vec = malloc((a->S + 1) * sizeof(int32_t));
-    a->res = malloc((a->S + 1) * sizeof(int32_t));
+    a->W = ctx->role == KVX_ROLE_PREFILL ? a->S : 0;
+    a->vec = malloc((a->S + 1 + a->W) * sizeof(int32_t));
+    a->res = malloc((a->S + 1 + a->W) * sizeof(int32_t));
     a->sampled = malloc((a->S + 1) * sizeof(room_t *));
     if (a->vec == NULL || a->res == NULL || a->sampled == NULL ||
         agree_collect_fresh(ctx, a) != KVX_OK) {
@@ -261,6 +303,9 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
             a->vec[i] = (int32_t)room->before_fail;
         } else {
             a->vec[i] = (int32_t)room->state;
+        }
+        if (a->W > 0) {
+            a->vec[a->S + 1 + i] = agree_heard(room);
         }
     }
     a->vec[a->S] = -(int32_t)(a->nfresh > INT32_MAX ? INT32_MAX : a->nfresh);
@@ -308,8 +353,8 @@ kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size_t n, kv
         }
         return status;
     }
-    status = KVX_MPI_CALL(MPI_Iallreduce(a->vec, a->res, (int)(a->S + 1), MPI_INT32_T, MPI_MIN,
-                                         ctx->tp_comm, &a->req[0]));
+    status = KVX_MPI_CALL(MPI_Iallreduce(a->vec, a->res, (int)(a->S + 1 + a->W), MPI_INT32_T,
+                                         MPI_MIN, ctx->tp_comm, &a->req[0]));
     a->nreq = 1;
     if (status != KVX_OK) {
         a->status = status;
@@ -328,6 +373,9 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
     a->failed = malloc((a->S + 1) * sizeof(size_t));
     if (a->failed == NULL) {
         return KVX_ERR_NO_MEMORY;
+    }
+    for (size_t i = 0; i < a->W; i++) {
+        a->res[i] = agree_outcome(a->res[i], a->res[a->S + 1 + i]);
     }
     for (size_t i = 0; i < a->S; i++) {
         if (a->res[i] == KVX_ROOM_FAILED) {
@@ -445,17 +493,19 @@ static kvx_status_t agree_assign(kvx_ctx_t *ctx, struct kvx_agree *a)
     return KVX_OK;
 }
 
-/* The decode instance decides a failed room's root cause for both
- * instances: every prefill rank of the room hears it. */
+/* The decode instance decides a room's outcome for both instances (and a
+ * failed room's root cause): every prefill rank of the room hears it. */
 void agree_send_verdict(kvx_ctx_t *ctx, room_t *room)
 {
-    for (unsigned i = 0; i < room->nsources; i++) {
+    for (unsigned i = 0; i < room->nsources && room->notify_at != UINT64_MAX; i++) {
         size_t len;
-        void *m =
-            msg_new_failure(MSG_VERDICT, ctx->rank, room->id, room->nonce, &room->failure, &len);
+        void *m = room->agreed_state == KVX_ROOM_SUCCESS
+                      ? msg_new(MSG_AGREED, ctx->rank, room->id, room->nonce, &len)
+                      : msg_new_failure(MSG_VERDICT, ctx->rank, room->id, room->nonce,
+                                        &room->failure, &len);
 
         if (m != NULL) {
-            peer_send(ctx, room->sources[i].peer, m, len);
+            peer_send_at(ctx, room->sources[i].peer, m, len, room->notify_at);
         }
     }
 }
@@ -480,7 +530,21 @@ static void agree_conclude(kvx_ctx_t *ctx, struct kvx_agree *a, size_t slot, con
         }
         room->failure = root;
     }
-    if (room->agreed_state == KVX_ROOM_FAILED && room->side == KVX_ROLE_DECODE) {
+    if (room->agreed_state == KVX_ROOM_SUCCESS && room->side == KVX_ROLE_PREFILL &&
+        room->state != KVX_ROOM_SUCCESS) {
+        /* The decode instance has every page: a rank still waiting for its
+         * receipt, or failed by losing a decode rank after it delivered,
+         * concludes with it. */
+        if (!room_terminal(room)) {
+            room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+        } else {
+            kvx_rinfo(room->id,
+                      "SUCCESS as the decode instance agreed, although this rank "
+                      "failed after delivering every page: %s",
+                      room->failure.text);
+        }
+    }
+    if (room->side == KVX_ROLE_DECODE) {
         agree_send_verdict(ctx, room);
     }
     ctx->agree->room[slot] = NULL;

@@ -152,6 +152,9 @@ typedef struct room {
     /* agreement */
     kvx_room_state_t before_fail; /* the state it failed in */
     int verdict;                  /* prefill: holds the decode instance's agreed root cause */
+    int decode_agreed;            /* prefill: the decode instance agreed SUCCESS (AGREED) */
+    uint64_t notify_at;           /* decode: injected hold on its outcome notices (RECEIVED, AGREED,
+                                     VERDICT) until then; UINT64_MAX: never sent */
     int slot;                     /* place in the agreement vector, -1 for none */
     int agreed;                   /* the instance agreed a final outcome */
     kvx_room_state_t agreed_state;
@@ -329,9 +332,14 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
 void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 /* The decode instance agreed the room FAILED with this root cause. */
 void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root);
+/* The decode instance agreed the room SUCCESS (AGREED from peer). */
+void sender_on_agreed(kvx_ctx_t *ctx, room_t *room, const peer_t *peer);
 /* May this prefill rank count its failed room as FAILED in its instance's
  * agreement (it holds the decode's verdict, or cannot get one)? */
 int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room);
+/* Can no decode rank of the room tell this prefill rank the decode
+ * instance's outcome any more (every one it talks to lost or gone)? */
+int sender_cut_off(const room_t *room);
 /* Every decode rank of the room has all of this rank's pages (DONE sent):
  * from here on the decode instance decides the room, not this rank. */
 static inline int sender_delivered(const room_t *room)
@@ -459,7 +467,8 @@ void agree_cleanup(kvx_ctx_t *ctx);
 void agree_forget(kvx_ctx_t *ctx, room_t *room);
 /* A round is in progress: closed rooms are kept until it ends. */
 int agree_in_round(const kvx_ctx_t *ctx);
-/* Decode: tells the room's prefill ranks the agreed root cause (VERDICT). */
+/* Decode: tells the room's prefill ranks the agreed outcome: its root cause
+ * (VERDICT) for FAILED, AGREED for SUCCESS. */
 void agree_send_verdict(kvx_ctx_t *ctx, room_t *room);
 
 /* ---- fault.c ---- */

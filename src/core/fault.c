@@ -68,6 +68,8 @@ const char *kvx_fault_syntax(void)
            "             prob=P seed=S (deterministic: a hash of seed, rule, room and rank)\n"
            "  drop applies to messages (prealloc, completion, aux, notify), not to post:\n"
            "  a put that silently vanishes cannot be detected by any transport.\n"
+           "  notify: a failure notice (FAIL); on a decode rank that succeeded, delay or\n"
+           "  drop hold its RECEIVED and later outcome notices (fail does nothing there).\n"
            "  example: stage=post,role=prefill,tp=1,every=20,effect=fail;"
            "stage=any,prob=0.05,seed=7,effect=fail\n";
 }

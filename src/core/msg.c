@@ -14,7 +14,7 @@ const char *msg_type_name(unsigned type)
 {
     static const char *const names[] = { "?",       "PREALLOC", "ACCEPT", "START", "DONE",
                                          "FAIL",    "DRAINED",  "PING",   "BYE",   "RECEIVED",
-                                         "VERDICT", "DATA",     "AUX" };
+                                         "VERDICT", "DATA",     "AUX",    "AGREED" };
 
     return type < MSG_TYPE_MAX ? names[type] : "?";
 }

@@ -32,6 +32,7 @@ typedef enum msg_type {
     MSG_VERDICT,      /* decode -> prefill: the decode instance agreed FAILED; its root cause */
     MSG_DATA,         /* prefill -> decode, on MSG_DATA_ID: KV data for the decode to unpack */
     MSG_AUX,          /* prefill -> decode, on MSG_DATA_ID: the aux row, when pages are messages */
+    MSG_AGREED,       /* decode -> prefill: the decode instance agreed SUCCESS */
     MSG_TYPE_MAX
 } msg_type_t;
 

@@ -92,8 +92,9 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
                     : 0;
 
     if (stale == 1) {
-        /* Say a closed room's late FAIL, RECEIVED or VERDICT: kept, it
-         * would fail the next room with the same id. */
+        /* Say a closed room's late FAIL, RECEIVED, VERDICT or AGREED (the
+         * usual end of a room that succeeded): kept, a FAIL would fail the
+         * next room with the same id. */
         kvx_rdebug(m->hdr.room, "dropping a %s from %s about a closed incarnation of the room",
                    msg_type_name(m->hdr.type), peer->name);
         return;
@@ -116,7 +117,8 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
          * can hear the room succeed before it opened it) wait for it. */
         if (ctx->role == KVX_ROLE_PREFILL &&
             (m->hdr.type == MSG_PREALLOC || m->hdr.type == MSG_FAIL ||
-             m->hdr.type == MSG_RECEIVED || m->hdr.type == MSG_VERDICT)) {
+             m->hdr.type == MSG_RECEIVED || m->hdr.type == MSG_VERDICT ||
+             m->hdr.type == MSG_AGREED)) {
             protocol_keep_early(ctx, m, buf, len);
             if (m->hdr.type == MSG_FAIL) {
                 protocol_nothing_in_flight(ctx, peer, m);
@@ -155,6 +157,8 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
         sender_on_received(ctx, room, peer);
     } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_VERDICT) {
         sender_on_verdict(ctx, room, &m->u.failure);
+    } else if (room->side == KVX_ROLE_PREFILL && m->hdr.type == MSG_AGREED) {
+        sender_on_agreed(ctx, room, peer);
     } else if (room->side == KVX_ROLE_DECODE) {
         receiver_on_msg(ctx, room, peer, m);
     } else {

@@ -111,14 +111,27 @@ static int receiver_check_aux(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
  * SUCCESS only then, so the two instances cannot conclude differently. */
 static void receiver_succeed(kvx_ctx_t *ctx, room_t *room)
 {
+    fault_action_t act;
+
     room_set_state(ctx, room, KVX_ROOM_SUCCESS);
     room->pages_state = KVX_PAGES_RELEASED;
+    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room, &act)) {
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: this rank's outcome notices are not sent");
+        room->notify_at = UINT64_MAX;
+        return;
+    case FAULT_DELAY:
+        room->notify_at = kvx_now_ns() + act.delay_ns;
+        break;
+    default:
+        break;
+    }
     for (unsigned i = 0; i < room->nsources; i++) {
         size_t len;
         void *m = msg_new(MSG_RECEIVED, ctx->rank, room->id, room->nonce, &len);
 
         if (m != NULL) {
-            peer_send(ctx, room->sources[i].peer, m, len);
+            peer_send_at(ctx, room->sources[i].peer, m, len, room->notify_at);
         }
     }
 }

@@ -337,8 +337,9 @@ kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t id, kvx_failure_t *failur
     if (status != KVX_OK) {
         return status;
     }
-    if (room->state != KVX_ROOM_FAILED &&
-        !(room->agreed && room->agreed_state == KVX_ROOM_FAILED)) {
+    /* An agreed outcome decides: a prefill rank that failed after it
+     * delivered every page may have concluded SUCCESS with the decode. */
+    if ((room->agreed ? room->agreed_state : room->state) != KVX_ROOM_FAILED) {
         status = KVX_ERR_STATE;
     } else if (failure_p == NULL) {
         status = KVX_ERR_INVALID_PARAM;

@@ -162,17 +162,42 @@ void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root)
     room->verdict = 1;
 }
 
+void sender_on_agreed(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
+{
+    (void)ctx;
+    if (!room->decode_agreed && !room->agreed) {
+        kvx_rdebug(room->id, "%s: the decode instance agreed SUCCESS", peer->name);
+    }
+    room->decode_agreed = 1;
+}
+
+int sender_cut_off(const room_t *room)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        if (!room->targets[i].peer->lost && !room->targets[i].peer->bye) {
+            return 0;
+        }
+    }
+    return room->ntargets > 0;
+}
+
 int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
 {
     if (room->verdict || !room->user_open || room->state != KVX_ROOM_FAILED) {
         return 1;
     }
     for (unsigned i = 0; i < room->ntargets; i++) {
-        if (room->targets[i].peer->lost || room->targets[i].peer->bye) {
-            return 1; /* no verdict can come */
+        if ((room->targets[i].peer->lost || room->targets[i].peer->bye) &&
+            !sender_delivered(room)) {
+            return 1; /* a decode rank lacks pages: that instance cannot succeed */
         }
     }
-    /* A decode instance that does not run agreement rounds must not hold
+    /* Every page was delivered, so the decode instance may have agreed
+     * SUCCESS even if a rank of it is lost since: this rank waits for the
+     * outcome from a decode rank still there (AGREED or VERDICT, perhaps to
+     * a TP sibling), and a round concludes FAILED without one only when no
+     * prefill rank of the room can hear any (agree_outcome()).
+     * A decode instance that does not run agreement rounds must not hold
      * this instance's outcome forever: after 10 peer timeouts it concludes
      * alone (and the two instances may then name different root causes). */
     return kvx_now_ns() - room->entered > 10 * ctx->cfg.peer_timeout;
@@ -415,8 +440,10 @@ int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *pee
             return room->targets[i].nonce != nonce ? 2 : 0;
         }
     }
-    for (unsigned i = 0; i < KVX_DEAD_NONCES && i < ctx->dead_next; i++) {
-        if (ctx->dead_nonce[i] == nonce) {
+    /* Newest first: the usual late message (AGREED, RECEIVED) is about a
+     * room closed a moment ago. */
+    for (unsigned k = 0; k < KVX_DEAD_NONCES && k < ctx->dead_next; k++) {
+        if (ctx->dead_nonce[(ctx->dead_next - 1 - k) % KVX_DEAD_NONCES] == nonce) {
             return 1;
         }
     }

@@ -106,6 +106,9 @@ static int seeds_build(seed_t *s)
     s[n].name = "verdict";
     s[n].buf = msg_new_failure(MSG_VERDICT, 2, 44, 0x900000004ull, &f, &s[n].len);
     n++;
+    s[n].name = "agreed";
+    s[n].buf = msg_new(MSG_AGREED, 2, 42, 0x500000001ull, &s[n].len);
+    n++;
     seed_data(&s[n++], "data", MSG_DATA, 1, 0, 3, 5);
     seed_data(&s[n++], "aux", MSG_AUX, 0, 0, 0, 0);
     for (int i = 0; i < n; i++) {

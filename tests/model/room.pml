@@ -28,7 +28,8 @@
  *   p_fail / d_fail       room_fail() -> room_notify() / room_notify_early(),
  *                         sender_drain() / receiver_on_fail()
  *   p_handle              protocol_room_msg() on the prefill: FAIL,
- *                         sender_on_received(), sender_on_verdict()
+ *                         sender_on_received(), sender_on_verdict(),
+ *                         sender_on_agreed() (AGREED: decode agreed SUCCESS)
  *   early[p]              protocol_keep_early(), protocol_nothing_in_flight()
  *   d_handle              protocol_room_msg() nonce check with
  *                         protocol_pre_grant_fail() (FAIL0 = FAIL with nonce 0),
@@ -42,7 +43,15 @@
  *                         P_LONGWAIT: sender_may_conclude()'s 10 peer timeouts
  *   loss detection        peer_tick() -> peer_mark_lost() -> peer_fail_rooms(),
  *                         peer_break_instance() for a TP sibling
- *   CONTRIB/MAYCON        agree_sample(), sender_may_conclude()
+ *   CONTRIB/MAYCON        agree_sample(), sender_may_conclude() (a decode
+ *                         rank lost after every page was delivered: wait for
+ *                         the decode's outcome)
+ *   HEARD/CUTOFF          agree_heard(), sender_cut_off(): what a prefill
+ *                         rank heard of the decode's outcome (phase A's
+ *                         second MIN)
+ *   EFFA                  agree_outcome(): a slot's outcome after A
+ *   d_agreed / d_verdict  agree_send_verdict() (AGREED / VERDICT) from
+ *                         agree_conclude() and peer_break_instance()
  *   Agree(i)              kvx_agree_start()/kvx_agree_test(): see below
  *   crash                 any one rank stops at any point (FAULT_KILL, kill -9)
  *
@@ -63,7 +72,13 @@
  *               is left, every live rank concluded and every live decode
  *               rank's pages settled (released or quarantined).
  * Broken variants (must fail): -DNO_VERDICT_PRECEDENCE (agree_root_op before
- * c804017), -DNO_OPEN_BREAK (room_api_opened before peer_break_if_broken).
+ * c804017), -DNO_OPEN_BREAK (room_api_opened before peer_break_if_broken),
+ * -DNO_AGREED (before AGREED: the decode agrees SUCCESS, a decode rank dies
+ * before its RECEIVED reaches its prefill rank, and the prefill instance
+ * concluded FAILED; scenario crash-d1).
+ *
+ * Scenario bounds (MAXF, FRANKS, ...) are -D flags or, at run time, SPIN_*
+ * environment variables (init); tests/model/run-spin.sh runs the scenarios.
  */
 #ifndef MAXF
 #define MAXF 1
@@ -125,7 +140,7 @@
 
 #define NOS 255
 
-mtype = { PREALLOC, ACCEPT, START, DONE, FAIL, FAIL0, DRAINED, RECEIVED, VERDICT };
+mtype = { PREALLOC, ACCEPT, START, DONE, FAIL, FAIL0, DRAINED, RECEIVED, VERDICT, AGREED };
 
 byte st[4];
 bit uopen[4];
@@ -138,16 +153,20 @@ byte agst[4];
 byte how[4];
 bit lone[4];
 byte nf, nt, ncrash;
+/* The scenario's bounds: MAXF etc. at spin -a time, or at run time from the
+ * environment (SPIN_MAXF etc., read by init): one compiled verifier serves
+ * every scenario of tests/model/run-spin.sh. */
+byte maxf, maxt, maxc, franks, tranks, cranks;
 bit orig[200];
 
-bit chunk[2], started[2], verdict[2], longwait[2];
+bit chunk[2], started[2], verdict[2], dsucc[2], longwait[2];
 bit granted[4], nk[4], posted[4], auxp[4], flushing[4], done_sent[4], received[4], drained_sent[4];
 bit inD[4], inA[4], landD[4];
 bit accepted[4], sdone[4], sdrained[4];
 byte pages[2];
 bit dgranted[2], landA[2];
 
-byte ph[4], cA[4], bR[4], sA[4], lastS[4];
+byte ph[4], cA[4], wA[4], bR[4], sA[4], lastS[4];
 bit hA[4], bH[4], bV[4], slot[4], lw[4], prevEff[2];
 
 chan pd[4] = [CAP] of { mtype, byte };
@@ -173,11 +192,24 @@ chan early[2] = [CAP] of { mtype, byte, byte };
 #define DELIVERED(p) (uopen[p] && ALLDONE(p))
 #define ALLACC(dd) ((!TALKS(0,dd) || accepted[E(0,dd)]) && (!TALKS(1,dd) || accepted[E(1,dd)]))
 #define LOSTT(p) ((TALKS(p,0) && LOST(p,2)) || (TALKS(p,1) && LOST(p,3)))
+#ifndef NO_AGREED
+/* sender_may_conclude(): a decode rank lost before this rank delivered
+ * every page (DONE to all) means the decode instance cannot succeed; after
+ * delivery the rank waits for the decode's outcome (AGREED or VERDICT) */
+#define MAYCON(p) (verdict[p] || !uopen[p] || st[p] != FAILED || (LOSTT(p) && !ALLDONE(p)) || longwait[p])
+#else
+/* before AGREED: any lost decode rank let a failed prefill rank conclude */
 #define MAYCON(p) (verdict[p] || !uopen[p] || st[p] != FAILED || LOSTT(p) || longwait[p])
+#endif
+/* sender_cut_off(): every decode rank this prefill rank talks to is lost */
+#define CUTOFF(p) ((!TALKS(p,0) || LOST(p,2)) && (!TALKS(p,1) || LOST(p,3)))
+/* agree_heard(): 0 HEARD_AGREED, 1 HEARD_CAN, 2 HEARD_NOTHING (the model's
+ * -1/0/1 shifted by one); always 1 on the decode instance */
+#define HEARD(r) ((r) < 2 -> (dsucc[r] -> 0 : (CUTOFF(r) -> 2 : 1)) : 1)
 #define CONTRIB(r) (((r) < 2 && !MAYCON(r)) -> bfail[r] : st[r])
 #define LWONLY(r) ((r) < 2 && st[r] == FAILED && !verdict[r] && !LOSTT(r) && longwait[r])
 /* Deadlines, in the order room_tick() checks them; each fires early (any
- * time, at most MAXT in all) or when nothing else can happen. */
+ * time, at most maxt in all) or when nothing else can happen. */
 #define P_DEADLINE(p) (alive[p] && uopen[p] && !TERM(p) && !DELIVERED(p))
 #define P_SHADOW_DEADLINE(p) (alive[p] && !uopen[p] && st[p] == BOOT && len(early[p]) > 0)
 #ifndef NOLONE
@@ -195,10 +227,17 @@ chan early[2] = [CAP] of { mtype, byte, byte };
   P_LONGWAIT(0) || P_LONGWAIT(1) || D_DEADLINE(2) || D_DEADLINE(3) || D_DRAIN(0) || D_DRAIN(1))
 #define FRESH(r) (uopen[r] && !slot[r] && !agreed[r])
 #define FINALC(r) (CONTRIB(r) == FAILED || CONTRIB(r) == SUCC)
-#define READY(r) (FRESH(r) || (slot[r] && FINALC(r)))
-#define SIG(r) (slot[r] -> (FINALC(r) -> 16 + CONTRIB(r) : 15) : (FRESH(r) -> 1 : 0))
+#define READY(r) (FRESH(r) || (slot[r] && (FINALC(r) || HEARD(r) != 1)))
+#define SIG(r) ((slot[r] -> (FINALC(r) -> 16 + CONTRIB(r) : 15) : (FRESH(r) -> 1 : 0)) + 32*HEARD(r))
 #define MINA(r,s) (cA[r] < cA[s] -> cA[r] : cA[s])
-#define NEEDBC(r,s) ((slot[r] && MINA(r,s) == FAILED) || hA[r] || hA[s])
+#define MINW(r,s) (wA[r] < wA[s] -> wA[r] : wA[s])
+/* agree_outcome(): the slot's outcome after A */
+#ifndef NO_AGREED
+#define EFFA(r,s) (MINA(r,s) == FAILED -> FAILED : (MINW(r,s) == 0 -> SUCC : \
+  (MINA(r,s) == SUCC -> SUCC : (MINW(r,s) == 2 -> FAILED : MINA(r,s)))))
+#else
+#define EFFA(r,s) MINA(r,s)
+#endif
 
 inline set_state(ss_r, ss_s) {
   if
@@ -308,7 +347,7 @@ inline p_pump(pp_p, pp_dd) {
         auxp[E(pp_p,pp_dd)] = 1;
         if
         :: inA[E(pp_p,pp_dd)] = 1
-        :: nf < MAXF && (FRANKS & (1 << pp_p)) -> nf++; printf("MSC: P%d aux put dropped (injected)\n", pp_p)
+        :: nf < maxf && (franks & (1 << pp_p)) -> nf++; printf("MSC: P%d aux put dropped (injected)\n", pp_p)
         fi;
         flushing[E(pp_p,pp_dd)] = 1; printf("MSC: P%d posts the aux put and flushes (D%d)\n", pp_p, pp_dd)
      :: else -> skip
@@ -376,6 +415,7 @@ inline p_handle(ph_p, ph_m, ph_c, ph_dd) {
      :: !received[E(ph_p,ph_dd)] -> received[E(ph_p,ph_dd)] = 1; p_maybe_succeed(ph_p)
      :: else -> skip
      fi
+  :: ph_m == AGREED -> dsucc[ph_p] = 1 /* sender_on_agreed() */
   :: ph_m == VERDICT ->
      if
      :: !TERM(ph_p) -> p_fail(ph_p, ph_c)
@@ -453,6 +493,22 @@ inline d_verdict(dv_dd) {
   :: TALKS(1,dv_dd) -> to_p(dv_dd, 1, VERDICT, rec[2+dv_dd])
   :: else -> skip
   fi
+}
+
+/* agree_send_verdict() for an agreed SUCCESS */
+inline d_agreed(dag_dd) {
+#ifndef NO_AGREED
+  if
+  :: TALKS(0,dag_dd) -> to_p(dag_dd, 0, AGREED, 0)
+  :: else -> skip
+  fi;
+  if
+  :: TALKS(1,dag_dd) -> to_p(dag_dd, 1, AGREED, 0)
+  :: else -> skip
+  fi
+#else
+  skip
+#endif
 }
 
 inline d_succeed(ds_dd) {
@@ -605,13 +661,13 @@ inline break_instance(bi_r) {
 #define GUARD_X(i) (ph[i] == 1 && (LOST(2*(i),2*(i)+1) || LOST(2*(i)+1,2*(i))))
 
 inline agree_a(aa_r) {
-  cA[aa_r] = CONTRIB(aa_r); hA[aa_r] = FRESH(aa_r); sA[aa_r] = SIG(aa_r); lw[aa_r] = LWONLY(aa_r);
+  cA[aa_r] = CONTRIB(aa_r); wA[aa_r] = HEARD(aa_r); hA[aa_r] = FRESH(aa_r); sA[aa_r] = SIG(aa_r); lw[aa_r] = LWONLY(aa_r);
   printf("MSC: rank %d agreement A: contributes %d (fresh %d, slot %d)\n", aa_r, cA[aa_r], hA[aa_r], slot[aa_r])
 }
 
 /* agree_post_bc(): this rank's record of a slot whose minimum is FAILED. */
 inline agree_b(ab_r, ab_s) {
-  bH[ab_r] = (slot[ab_r] && MINA(ab_r,ab_s) == FAILED && st[ab_r] == FAILED);
+  bH[ab_r] = (slot[ab_r] && EFFA(ab_r,ab_s) == FAILED && st[ab_r] == FAILED);
   bR[ab_r] = rec[ab_r];
   bV[ab_r] = (ab_r < 2 && verdict[ab_r]); /* a->recs[k].verdict */
   if
@@ -648,8 +704,19 @@ inline agree_root(ar_r, ar_s) {
 /* agree_apply() -> agree_conclude(), agree_assign() on rank ac_r. */
 inline agree_c(ac_r, ac_s) {
   if
-  :: slot[ac_r] && MINA(ac_r,ac_s) == SUCC -> slot[ac_r] = 0; conclude(ac_r, SUCC, H_ROUND)
-  :: slot[ac_r] && MINA(ac_r,ac_s) == FAILED ->
+  :: slot[ac_r] && EFFA(ac_r,ac_s) == SUCC -> slot[ac_r] = 0;
+     /* agree_conclude(): a prefill rank still waiting for its receipt
+      * takes the decode's SUCCESS */
+     if
+     :: ac_r < 2 && !TERM(ac_r) -> st[ac_r] = SUCC
+     :: else -> skip
+     fi;
+     conclude(ac_r, SUCC, H_ROUND);
+     if
+     :: ac_r >= 2 -> d_agreed(ac_r-2)
+     :: else -> skip
+     fi
+  :: slot[ac_r] && EFFA(ac_r,ac_s) == FAILED ->
      agree_root(ac_r, ac_s);
      slot[ac_r] = 0;
      if
@@ -667,7 +734,7 @@ inline agree_c(ac_r, ac_s) {
      :: ac_r >= 2 -> d_verdict(ac_r-2)
      :: else -> skip
      fi
-  :: slot[ac_r] && MINA(ac_r,ac_s) != SUCC && MINA(ac_r,ac_s) != FAILED -> skip
+  :: slot[ac_r] && EFFA(ac_r,ac_s) != SUCC && EFFA(ac_r,ac_s) != FAILED -> skip
   :: !slot[ac_r] && hA[ac_r] && hA[ac_s] -> slot[ac_r] = 1; printf("MSC: rank %d agreement C: room gets a slot\n", ac_r)
   :: !slot[ac_r] && !(hA[ac_r] && hA[ac_s]) -> skip
   fi
@@ -727,7 +794,7 @@ end:
   /* application: kvx_room_send_chunk, one chunk with the aux payload */
   :: atomic { !CHUNK_OPEN && uopen[p] && !chunk[p] && !TERM(p) -> chunk[p] = 1; printf("MSC: P%d app hands the chunk (kvx_room_send_chunk)\n", p); p_maybe_start(p); p_pump_all(p) }
   /* application: kvx_room_abort */
-  :: atomic { (nf < MAXF && (FRANKS & (1 << me))) && uopen[p] && !TERM(p) && !DELIVERED(p) -> nf++; printf("MSC: P%d app aborts\n", p); nc = CODE(S_ABORT, K_ABORT, p); p_fail(p, nc) }
+  :: atomic { (nf < maxf && (franks & (1 << me))) && uopen[p] && !TERM(p) && !DELIVERED(p) -> nf++; printf("MSC: P%d app aborts\n", p); nc = CODE(S_ABORT, K_ABORT, p); p_fail(p, nc) }
   /* messages from decode rank 0 and 1 */
   :: atomic { dp[E(p,0)]?m,c -> dd = 0; printf("MSC: P%d receives %e(%d) from D0\n", p, m, c);
        if
@@ -765,19 +832,19 @@ end:
        :: TERM(p) -> p_send_drained(p, p)
        :: else -> p_target_done(p, p)
        fi }
-  :: atomic { flushing[E(p,p)] && (nf < MAXF && (FRANKS & (1 << me))) -> nf++;
+  :: atomic { flushing[E(p,p)] && (nf < maxf && (franks & (1 << me))) -> nf++;
        flushing[E(p,p)] = 0; printf("MSC: P%d flush fails\n", p); nc = CODE(S_COMPL, K_ERR, p); p_fail(p, nc) }
-  :: atomic { inD[E(p,p)] && (nf < MAXF && (FRANKS & (1 << me))) -> nf++; inD[E(p,p)] = 0; printf("MSC: P%d page put fails\n", p); nc = CODE(S_POST, K_ERR, p); p_fail(p, nc) }
+  :: atomic { inD[E(p,p)] && (nf < maxf && (franks & (1 << me))) -> nf++; inD[E(p,p)] = 0; printf("MSC: P%d page put fails\n", p); nc = CODE(S_POST, K_ERR, p); p_fail(p, nc) }
   /* a flush to a dead rank fails (ucp_worker_flush error) */
   :: atomic { flushing[E(p,p)] && !alive[2+p] -> inD[E(p,p)] = 0; inA[E(p,p)] = 0;
        flushing[E(p,p)] = 0; nc = CODE(S_COMPL, K_ERR, p); p_fail(p, nc) }
   /* deadlines */
   :: atomic { timeout && P_DEADLINE(p) -> printf("MSC: P%d deadline\n", p); nc = CODE(RSTAGE(p), K_TIMEOUT, p); p_fail(p, nc) }
-  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && P_DEADLINE(p) -> nt++; printf("MSC: P%d deadline\n", p); nc = CODE(RSTAGE(p), K_TIMEOUT, p); p_fail(p, nc) }
+  :: atomic { (nt < maxt && (tranks & (1 << me))) && P_DEADLINE(p) -> nt++; printf("MSC: P%d deadline\n", p); nc = CODE(RSTAGE(p), K_TIMEOUT, p); p_fail(p, nc) }
   :: atomic { timeout && P_SHADOW_DEADLINE(p) -> printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
-  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && P_SHADOW_DEADLINE(p) -> nt++; printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
+  :: atomic { (nt < maxt && (tranks & (1 << me))) && P_SHADOW_DEADLINE(p) -> nt++; printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
   :: atomic { timeout && P_LONGWAIT(p) -> longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
-  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && P_LONGWAIT(p) -> nt++; longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
+  :: atomic { (nt < maxt && (tranks & (1 << me))) && P_LONGWAIT(p) -> nt++; longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
   /* loss detection */
   :: atomic { !alive[sib] && !LOST(p,sib) -> LOST(p,sib) = 1; printf("MSC: P%d detects sibling P%d lost\n", p, sib); break_instance(p) }
   :: atomic { TALKS(p,0) && !alive[2] && !LOST(p,2) -> LOST(p,2) = 1;
@@ -791,7 +858,7 @@ end:
        :: else -> skip
        fi }
   /* crash */
-  :: atomic { (ncrash < MAXC && (CRANKS & (1 << me))) -> ncrash++; alive[p] = 0; printf("MSC: P%d CRASHES\n", p); goto dead }
+  :: atomic { (ncrash < maxc && (cranks & (1 << me))) -> ncrash++; alive[p] = 0; printf("MSC: P%d CRASHES\n", p); goto dead }
   od;
 dead:
   skip
@@ -814,7 +881,7 @@ end:
           :: TALKS(1,dd) -> to_p(dd, 1, PREALLOC, 0)
           :: else -> skip
           fi
-       :: (nf < MAXF && (FRANKS & (1 << me))) -> nf++; nc = CODE(S_PREALLOC, K_ERR, me); d_fail(dd, nc)
+       :: (nf < maxf && (franks & (1 << me))) -> nf++; nc = CODE(S_PREALLOC, K_ERR, me); d_fail(dd, nc)
        fi;
        if
        :: TALKS(0,dd) && LOST(me,0) -> nc = CODE(S_BOOT, K_LOST, me); d_fail(dd, nc)
@@ -833,7 +900,7 @@ end:
        fi;
 #endif
        skip }
-  :: atomic { (nf < MAXF && (FRANKS & (1 << me))) && uopen[me] && !TERM(me) -> nf++; printf("MSC: D%d app aborts\n", dd); nc = CODE(S_ABORT, K_ABORT, me); d_fail(dd, nc) }
+  :: atomic { (nf < maxf && (franks & (1 << me))) && uopen[me] && !TERM(me) -> nf++; printf("MSC: D%d app aborts\n", dd); nc = CODE(S_ABORT, K_ABORT, me); d_fail(dd, nc) }
   :: atomic { pd[E(0,dd)]?m,c -> p = 0; printf("MSC: D%d receives %e(%d) from P0\n", dd, m, c);
        if
        :: LOST(me,p) -> LOST(me,p) = 0
@@ -850,7 +917,7 @@ end:
   :: atomic { !alive[1] && nempty(pd[E(1,dd)]) -> do :: pd[E(1,dd)]?_,_ :: empty(pd[E(1,dd)]) -> break od }
   /* deadlines */
   :: atomic { timeout && D_DEADLINE(me) -> printf("MSC: D%d deadline\n", dd); nc = CODE(RSTAGE(me), K_TIMEOUT, me); d_fail(dd, nc) }
-  :: atomic { (nt < MAXT && (TRANKS & (1 << me))) && D_DEADLINE(me) -> nt++; printf("MSC: D%d deadline\n", dd); nc = CODE(RSTAGE(me), K_TIMEOUT, me); d_fail(dd, nc) }
+  :: atomic { (nt < maxt && (tranks & (1 << me))) && D_DEADLINE(me) -> nt++; printf("MSC: D%d deadline\n", dd); nc = CODE(RSTAGE(me), K_TIMEOUT, me); d_fail(dd, nc) }
   :: atomic { timeout && D_DRAIN(dd) -> pages[dd] = QUAR; printf("MSC: D%d pages QUARANTINED (drain timeout)\n", dd) }
   /* loss detection */
   :: atomic { !alive[sib] && !LOST(me,sib) -> LOST(me,sib) = 1; printf("MSC: D%d detects sibling D%d lost\n", dd, sib-2); break_instance(me) }
@@ -864,7 +931,7 @@ end:
        :: uopen[me] && !TERM(me) -> nc = CODE(RSTAGE(me), K_LOST, me); d_fail(dd, nc)
        :: else -> skip
        fi }
-  :: atomic { (ncrash < MAXC && (CRANKS & (1 << me))) -> ncrash++; alive[me] = 0; printf("MSC: D%d CRASHES\n", dd); goto dead }
+  :: atomic { (ncrash < maxc && (cranks & (1 << me))) -> ncrash++; alive[me] = 0; printf("MSC: D%d CRASHES\n", dd); goto dead }
   od;
 dead:
   skip
@@ -873,6 +940,17 @@ dead:
 init {
   byte i;
   atomic {
+    maxf = MAXF; maxt = MAXT; maxc = MAXC; franks = FRANKS; tranks = TRANKS; cranks = CRANKS;
+    c_code {
+      const char *e;
+      if ((e = getenv("SPIN_MAXF")) != NULL) now.maxf = atoi(e);
+      if ((e = getenv("SPIN_MAXT")) != NULL) now.maxt = atoi(e);
+      if ((e = getenv("SPIN_MAXC")) != NULL) now.maxc = atoi(e);
+      if ((e = getenv("SPIN_FRANKS")) != NULL) now.franks = atoi(e);
+      if ((e = getenv("SPIN_TRANKS")) != NULL) now.tranks = atoi(e);
+      if ((e = getenv("SPIN_CRANKS")) != NULL) now.cranks = atoi(e);
+    };
+    printf("MSC: scenario maxf %d franks %d maxt %d tranks %d maxc %d cranks %d\n", maxf, franks, maxt, tranks, maxc, cranks);
     for (i : 0 .. 3) { alive[i] = 1; st[i] = BOOT; lastS[i] = NOS }
     run Prefill(0); run Prefill(1); run Decode(0); run Decode(1); run Agree(0); run Agree(1)
   }
