@@ -655,8 +655,14 @@ typedef struct kvx_agreed {
  * @param rooms  the room ids to report on (any subset, any order; NULL when
  *               n is 0: the round still advances every room)
  * When a TP sibling is lost no collective is entered (it could never
- * complete): every room not agreed yet was concluded FAILED with the loss as
- * its reason, and the round completes at once with KVX_ERR_PEER_LOST.
+ * complete) and the round completes at once with KVX_ERR_PEER_LOST. On a
+ * decode instance every room not agreed yet was concluded FAILED with the
+ * loss as its reason (the prefill ranks are told). On a prefill instance the
+ * rooms it was still sending failed; each room concludes with the decode
+ * instance's word, which is whole and decides: SUCCESS when it agreed
+ * SUCCESS, else FAILED with its root cause -- or FAILED on this rank's own
+ * when no decode rank of the room is left, or after 10 KVX_PEER_TIMEOUTs.
+ * Keep calling until every room is reported agreed.
  *
  * @return KVX_OK; KVX_ERR_BUSY (a round is in progress); KVX_ERR_NO_MEMORY;
  *         KVX_ERR_INVALID_PARAM; KVX_ERR_INVALID_HANDLE.
@@ -671,8 +677,9 @@ KVX_API kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size
  * failed it).
  * @param out  n entries, written when the round is done
  * @return KVX_OK (done), KVX_INPROGRESS, KVX_ERR_PEER_LOST (done, but a TP
- *         sibling is lost: out holds the outcomes the loss concluded -- FAILED
- *         for every room not agreed before), KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
+ *         sibling is lost: out holds the outcomes concluded since -- see
+ *         kvx_agree_start(); a room still waiting for the decode's word is
+ *         KVX_INPROGRESS), KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
  */
 KVX_API kvx_status_t kvx_agree_test(kvx_agree_t *agree, kvx_agreed_t *out);
 

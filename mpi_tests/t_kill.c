@@ -15,6 +15,12 @@
  *                   both prefill ranks conclude SUCCESS with the decode (found
  *                   by the spin model, tests/model/room.pml; before the
  *                   decode's AGREED the prefill concluded FAILED).
+ *   t_kill sibling  layout prefill:1x2,decode:1x2: prefill tp1 (rank 1) dies
+ *                   after the decode agreed half the rooms SUCCESS and before
+ *                   it sent the rest: its broken instance concludes each room
+ *                   with the decode's word (SUCCESS; FAILED with the decode's
+ *                   root cause), not FAILED at once (found by the spin model,
+ *                   scenario crash-p1 with -DSTRICT).
  *   t_kill prefill  layout prefill:2x1,decode:1x1: KVX_FAULT kills prefill[1]
  *                   (effect=kill) mid-transfer. Its rooms fail on the decode
  *                   with the "lost" reason; their pages, which no writer can
@@ -114,6 +120,17 @@ static void open_rooms(room_slot_t *rooms)
         TL_CHECK(kvx_room_send_open(ctx, s->id, s->other, PAGES) == KVX_OK, "send_open");
         kvp_pages(&g, bufs, 2, s->id, s->pages, PAGES, 0, 1);
     }
+}
+
+/* Every scenario's start: the context, every room opened, then the last
+ * collective on a whole world. */
+static void prepare(room_slot_t *rooms)
+{
+    memset(rooms, 0, ROOMS * sizeof(*rooms));
+    setup();
+    plan_rooms(rooms);
+    open_rooms(rooms);
+    MPI_Barrier(MPI_COMM_WORLD);
 }
 
 /* The prefill hands its pages over in 4 chunks per room, rooms interleaved. */
@@ -248,11 +265,7 @@ static void scenario_decode(void)
     room_slot_t rooms[ROOMS];
     int victim = 4;
 
-    memset(rooms, 0, sizeof(rooms));
-    setup();
-    plan_rooms(rooms);
-    open_rooms(rooms);
-    MPI_Barrier(MPI_COMM_WORLD); /* the last collective on a whole world */
+    prepare(rooms);
     if (tl_rank == victim) {
         char path[4096];
         FILE *f;
@@ -326,11 +339,7 @@ static void scenario_agreed(void)
     char path[4096];
     FILE *f;
 
-    memset(rooms, 0, sizeof(rooms));
-    setup();
-    plan_rooms(rooms);
-    open_rooms(rooms);
-    MPI_Barrier(MPI_COMM_WORLD); /* the last collective on a whole world */
+    prepare(rooms);
     send_rooms(rooms);
     if (id.role == KVX_ROLE_DECODE) {
         /* Both decode ranks agree every room SUCCESS; the victim's receipts
@@ -413,6 +422,97 @@ static void scenario_agreed(void)
            failed_local, tl_failures ? " -- FAILED CHECKS" : "");
 }
 
+/* Prefill TP 1 (rank 1) dies after the decode instance agreed the first
+ * half of the rooms SUCCESS, before it sent anything of the second half.
+ * The prefill instance is broken (no round can run), but the decode is
+ * whole and decides: prefill tp0 concludes the first half SUCCESS (the
+ * decode's AGREED) and the second half FAILED with the decode's verdict
+ * (origin a decode rank, naming the lost prefill rank), as the decode does. */
+static void scenario_sibling(void)
+{
+    const char *victim_name = "prefill[0].tp1 (rank 1)";
+    room_slot_t rooms[ROOMS];
+    int victim = 1, ok = 0, failed = 0;
+    char path[4096];
+    FILE *f;
+
+    prepare(rooms);
+    if (id.role == KVX_ROLE_PREFILL) {
+        for (int r = 0; r < ROOMS; r++) {
+            uint64_t aux = kvp_aux(rooms[r].id);
+
+            if (r < ROOMS / 2 || tl_rank != victim) {
+                kvx_room_send_chunk(ctx, rooms[r].id, rooms[r].pages, PAGES, &aux, sizeof(aux));
+            }
+        }
+        if (tl_rank == victim) {
+            TL_CHECK(flag_wait("decode_agreed", 30.0), "the decode never agreed the first half");
+            usleep(100000); /* its AGREED reaches prefill tp0 */
+            flag_write("kill_time");
+            kill(getpid(), SIGKILL);
+        }
+        /* No prefill round before the loss: each room concludes on the
+         * broken instance, with the decode's word. */
+        TL_CHECK(flag_wait("kill_time", 30.0), "the victim never died");
+    } else {
+        uint64_t ids[ROOMS / 2];
+        kvx_agreed_t out[ROOMS / 2];
+        double start = tl_now();
+        int done = 0;
+
+        for (int r = 0; r < ROOMS / 2; r++) {
+            ids[r] = rooms[r].id;
+        }
+        while (!done && tl_now() - start < 20.0) {
+            TL_CHECK(tl_agree_round(ctx, ids, ROOMS / 2, out) == KVX_OK, "decode agree");
+            done = 1;
+            for (int r = 0; r < ROOMS / 2; r++) {
+                done &= out[r].status == KVX_OK && out[r].state == KVX_ROOM_SUCCESS;
+            }
+            usleep(1000);
+        }
+        TL_CHECK(done, "the decode did not agree the first half SUCCESS");
+        if (id.tp_rank == 0) {
+            flag_write("decode_agreed");
+        }
+    }
+    conclude(rooms, 20.0);
+    for (int r = 0; r < ROOMS; r++) {
+        room_slot_t *s = &rooms[r];
+        kvx_failure_t why = { 0 };
+
+        if (r < ROOMS / 2) {
+            TL_CHECK(s->concluded && s->state == KVX_ROOM_SUCCESS,
+                     "room %llu (sent whole): %s '%s'", (unsigned long long)s->id,
+                     kvx_room_state_name(s->state), s->reason);
+            if (id.role == KVX_ROLE_DECODE) {
+                TL_CHECK(kvp_pages(&g, bufs, 2, s->id, s->pages, PAGES, 0, 0) == 0,
+                         "room %llu bytes differ", (unsigned long long)s->id);
+            }
+            ok += s->state == KVX_ROOM_SUCCESS;
+            continue;
+        }
+        TL_CHECK(s->concluded && s->state == KVX_ROOM_FAILED &&
+                     kvx_room_failure(ctx, s->id, &why) == KVX_OK &&
+                     strstr(why.text, victim_name) != NULL && strstr(why.text, " lost: ") != NULL &&
+                     why.origin_role == KVX_ROLE_DECODE,
+                 "room %llu (victim sent nothing): %s, origin %s rank %d: '%s'",
+                 (unsigned long long)s->id, kvx_room_state_name(s->state),
+                 kvx_role_name(why.origin_role), why.origin_rank, why.text);
+        failed += s->state == KVX_ROOM_FAILED;
+    }
+    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f,
+                "%s rank %d: %d rooms SUCCESS, %d FAILED with the decode's reason (loss of %s)\n",
+                tl_failures == 0 ? "OK" : "FAIL", tl_rank, ok, failed, victim_name);
+        fclose(f);
+    }
+    printf("rank %d: %d SUCCESS, %d FAILED%s\n", tl_rank, ok, failed,
+           tl_failures ? " -- FAILED CHECKS" : "");
+}
+
 /* messages: the decode asked the killed prefill for data messages (over
  * TCP, KVX_WRITES=auto), which it drops once a room failed: its pages are
  * safe at once and no room is quarantined. Otherwise (puts) no writer can
@@ -423,11 +523,7 @@ static void scenario_prefill(int messages)
     kvx_status_t st;
     int quarantined = 0;
 
-    memset(rooms, 0, sizeof(rooms));
-    setup();
-    plan_rooms(rooms);
-    open_rooms(rooms);
-    MPI_Barrier(MPI_COMM_WORLD);
+    prepare(rooms);
     send_rooms(rooms); /* prefill[1] dies here: KVX_FAULT effect=kill */
     conclude(rooms, 20.0);
     for (int r = 0; r < ROOMS && id.role == KVX_ROLE_DECODE; r++) {
@@ -463,10 +559,12 @@ int main(int argc, char **argv)
         scenario_decode();
     } else if (argc > 1 && strcmp(argv[1], "agreed") == 0) {
         scenario_agreed();
+    } else if (argc > 1 && strcmp(argv[1], "sibling") == 0) {
+        scenario_sibling();
     } else if (argc > 1 && strcmp(argv[1], "prefill") == 0) {
         scenario_prefill(argc > 2 && strcmp(argv[2], "messages") == 0);
     } else {
-        fprintf(stderr, "usage: t_kill decode | agreed | prefill [messages]\n");
+        fprintf(stderr, "usage: t_kill decode | agreed | sibling | prefill [messages]\n");
         return 2;
     }
     /* Destroy waits only for live peers; MPI_Finalize with a dead rank is

@@ -33,6 +33,32 @@ Test(msg, prealloc_round_trip)
     free(m);
 }
 
+Test(msg, agreed_round_trip_and_bad_counts)
+{
+    msg_agreed_room_t rooms[3] = { { 42, 7 }, { 43, 8 }, { 1ull << 40, 9 } }, got[3];
+    size_t len;
+    char *m = msg_new_agreed(6, rooms, 3, &len);
+    uint32_t count;
+    char why[128];
+    msg_t d;
+
+    cr_assert_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(d.hdr.type, MSG_AGREED);
+    cr_expect_eq(d.u.agreed.count, 3);
+    memcpy(got, d.rooms, sizeof(got));
+    cr_expect_arr_eq(got, rooms, sizeof(rooms));
+    /* One byte short, and a count the length does not carry: refused. */
+    cr_expect_eq(msg_decode(m, len - 1, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    count = 4;
+    memcpy(m + sizeof(msg_hdr_t), &count, sizeof(count));
+    cr_expect_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    cr_expect(strstr(why, "AGREED") != NULL, "%s", why);
+    count = 0;
+    memcpy(m + sizeof(msg_hdr_t), &count, sizeof(count));
+    cr_expect_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    free(m);
+}
+
 Test(msg, fail_round_trip_keeps_the_origin)
 {
     kvx_failure_t f, *g;

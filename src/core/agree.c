@@ -299,6 +299,8 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
          * it failed in. */
         if (room == NULL) {
             a->vec[i] = INT32_MAX;
+        } else if (room->side == KVX_ROLE_PREFILL && room->verdict) {
+            a->vec[i] = KVX_ROOM_FAILED; /* the decode's verdict decides, even here SUCCESS */
         } else if (room->side == KVX_ROLE_PREFILL && !sender_may_conclude(ctx, room)) {
             a->vec[i] = (int32_t)room->before_fail;
         } else {
@@ -394,7 +396,8 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
         for (size_t k = 0; k < a->K; k++) {
             room_t *room = t->room[a->failed[k]];
 
-            if (room != NULL && room->state == KVX_ROOM_FAILED) {
+            if (room != NULL && (room->state == KVX_ROOM_FAILED ||
+                                 (room->side == KVX_ROLE_PREFILL && room->verdict))) {
                 a->recs[k].has = 1;
                 a->recs[k].count = 1;
                 a->recs[k].verdict = room->side == KVX_ROLE_PREFILL && room->verdict;
@@ -493,19 +496,71 @@ static kvx_status_t agree_assign(kvx_ctx_t *ctx, struct kvx_agree *a)
     return KVX_OK;
 }
 
+/* Adds a room to the peer's AGREED of this round; 0 on no memory. */
+static int agree_note_success(peer_t *peer, const room_t *room)
+{
+    if (peer->nagreed == peer->agreed_cap) {
+        uint32_t cap = peer->agreed_cap ? 2 * peer->agreed_cap : 64;
+        msg_agreed_room_t *grown = realloc(peer->agreed, cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            return 0;
+        }
+        peer->agreed = grown;
+        peer->agreed_cap = cap;
+    }
+    peer->agreed[peer->nagreed].room = room->id;
+    peer->agreed[peer->nagreed].nonce = room->nonce;
+    peer->nagreed++;
+    if (peer->nagreed == MSG_AGREED_MAX) {
+        agree_flush_agreed(peer->ctx);
+    }
+    return 1;
+}
+
+/* Sends each peer one AGREED for the rooms this round agreed SUCCESS. */
+void agree_flush_agreed(kvx_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->npeers; i++) {
+        peer_t *peer = &ctx->peers[i];
+        size_t len;
+        void *m;
+
+        if (peer->nagreed == 0) {
+            continue;
+        }
+        m = msg_new_agreed(ctx->rank, peer->agreed, peer->nagreed, &len);
+        if (m != NULL) {
+            peer_send(ctx, peer, m, len);
+        } else {
+            kvx_error("no memory to tell %s of %u rooms agreed SUCCESS", peer->name, peer->nagreed);
+        }
+        peer->nagreed = 0;
+    }
+}
+
 /* The decode instance decides a room's outcome for both instances (and a
- * failed room's root cause): every prefill rank of the room hears it. */
+ * failed room's root cause): every prefill rank of the room hears it -- a
+ * SUCCESS in the round's AGREED to each (agree_flush_agreed()), unless an
+ * injected fault holds this room's notices. */
 void agree_send_verdict(kvx_ctx_t *ctx, room_t *room)
 {
     for (unsigned i = 0; i < room->nsources && room->notify_at != UINT64_MAX; i++) {
+        peer_t *peer = room->sources[i].peer;
+        msg_agreed_room_t one = { room->id, room->nonce };
         size_t len;
-        void *m = room->agreed_state == KVX_ROOM_SUCCESS
-                      ? msg_new(MSG_AGREED, ctx->rank, room->id, room->nonce, &len)
-                      : msg_new_failure(MSG_VERDICT, ctx->rank, room->id, room->nonce,
-                                        &room->failure, &len);
+        void *m;
 
+        if (room->agreed_state == KVX_ROOM_SUCCESS && room->notify_at == 0 &&
+            agree_note_success(peer, room)) {
+            continue;
+        }
+        m = room->agreed_state == KVX_ROOM_SUCCESS
+                ? msg_new_agreed(ctx->rank, &one, 1, &len)
+                : msg_new_failure(MSG_VERDICT, ctx->rank, room->id, room->nonce, &room->failure,
+                                  &len);
         if (m != NULL) {
-            peer_send_at(ctx, room->sources[i].peer, m, len, room->notify_at);
+            peer_send_at(ctx, peer, m, len, room->notify_at);
         }
     }
 }
@@ -564,6 +619,7 @@ static kvx_status_t agree_apply(kvx_ctx_t *ctx, struct kvx_agree *a)
             agree_conclude(ctx, a, i, NULL);
         }
     }
+    agree_flush_agreed(ctx);
     return a->M > 0 ? agree_assign(ctx, a) : KVX_OK;
 }
 

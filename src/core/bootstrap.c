@@ -654,6 +654,7 @@ void bootstrap_cleanup(kvx_ctx_t *ctx)
         free(peer->rkeys);
         free(peer->buf_addr);
         free(peer->buf_rkey);
+        free(peer->agreed);
     }
     pack_cleanup(ctx);
     free(ctx->peers);

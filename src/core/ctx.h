@@ -60,6 +60,9 @@ typedef struct peer {
     int put_in_host;    /* every RMA lane to it is this host's memory: fast-completion puts */
     int cancel_eps;     /* its endpoints failed: cancel them after this progress call */
     int same_host;      /* same_machine and the same network namespace */
+    /* decode: rooms agreed SUCCESS in this round, for its AGREED */
+    struct msg_agreed_room *agreed;
+    uint32_t nagreed, agreed_cap;
 } peer_t;
 
 /* Sender side: one decode rank a prefill room talks to. */
@@ -153,10 +156,12 @@ typedef struct room {
     kvx_room_state_t before_fail; /* the state it failed in */
     int verdict;                  /* prefill: holds the decode instance's agreed root cause */
     int decode_agreed;            /* prefill: the decode instance agreed SUCCESS (AGREED) */
-    uint64_t notify_at;           /* decode: injected hold on its outcome notices (RECEIVED, AGREED,
-                                     VERDICT) until then; UINT64_MAX: never sent */
-    int slot;                     /* place in the agreement vector, -1 for none */
-    int agreed;                   /* the instance agreed a final outcome */
+    uint64_t broken_at; /* prefill: when its TP instance broke (a sibling lost): from then on
+                           the room concludes with the decode's word (sender_conclude_broken) */
+    uint64_t notify_at; /* decode: injected hold on its outcome notices (RECEIVED, AGREED,
+                           VERDICT) until then; UINT64_MAX: never sent */
+    int slot;           /* place in the agreement vector, -1 for none */
+    int agreed;         /* the instance agreed a final outcome */
     kvx_room_state_t agreed_state;
     /* fault injection */
     unsigned fault_seen; /* stages already evaluated for this room (bits) */
@@ -340,6 +345,9 @@ int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room);
 /* Can no decode rank of the room tell this prefill rank the decode
  * instance's outcome any more (every one it talks to lost or gone)? */
 int sender_cut_off(const room_t *room);
+/* A room of a broken prefill instance (no round can run): concludes it
+ * once the decode's word came (AGREED, VERDICT), or none can come. */
+void sender_conclude_broken(kvx_ctx_t *ctx, room_t *room);
 /* Every decode rank of the room has all of this rank's pages (DONE sent):
  * from here on the decode instance decides the room, not this rank. */
 static inline int sender_delivered(const room_t *room)
@@ -470,6 +478,8 @@ int agree_in_round(const kvx_ctx_t *ctx);
 /* Decode: tells the room's prefill ranks the agreed outcome: its root cause
  * (VERDICT) for FAILED, AGREED for SUCCESS. */
 void agree_send_verdict(kvx_ctx_t *ctx, room_t *room);
+/* Decode: sends the AGREED lists agree_send_verdict() collected. */
+void agree_flush_agreed(kvx_ctx_t *ctx);
 
 /* ---- fault.c ---- */
 typedef enum fault_effect {

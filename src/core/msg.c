@@ -78,6 +78,19 @@ void *msg_new_prealloc(int src_rank, uint64_t room, uint64_t nonce, int64_t aux_
     return m;
 }
 
+void *msg_new_agreed(int src_rank, const msg_agreed_room_t *rooms, uint32_t n, size_t *len_p)
+{
+    size_t body = sizeof(msg_agreed_t) + (size_t)n * sizeof(msg_agreed_room_t);
+    char *m = msg_alloc(MSG_AGREED, src_rank, 0, 0, body, len_p);
+    msg_agreed_t a = { n, 0 };
+
+    if (m != NULL) {
+        memcpy(m + sizeof(msg_hdr_t), &a, sizeof(a));
+        memcpy(m + sizeof(msg_hdr_t) + sizeof(a), rooms, (size_t)n * sizeof(msg_agreed_room_t));
+    }
+    return m;
+}
+
 void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, uint64_t puts,
                    size_t *len_p)
 {
@@ -232,6 +245,8 @@ static size_t msg_body_len(unsigned type)
     case MSG_FAIL:
     case MSG_VERDICT:
         return sizeof(msg_failure_t);
+    case MSG_AGREED:
+        return sizeof(msg_agreed_t);
     case MSG_DATA:
     case MSG_AUX:
         return sizeof(msg_data_t);
@@ -270,7 +285,8 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
                        msg_type_name(m.hdr.type), m.hdr.src_rank, limits->world_size);
     }
     if (len < sizeof(msg_hdr_t) + msg_body_len(m.hdr.type) ||
-        (m.hdr.type != MSG_PREALLOC && len != sizeof(msg_hdr_t) + msg_body_len(m.hdr.type))) {
+        (m.hdr.type != MSG_PREALLOC && m.hdr.type != MSG_AGREED &&
+         len != sizeof(msg_hdr_t) + msg_body_len(m.hdr.type))) {
         return msg_bad(why, why_len, "%s of %zu bytes, expected %zu", msg_type_name(m.hdr.type),
                        len, sizeof(msg_hdr_t) + msg_body_len(m.hdr.type));
     }
@@ -300,6 +316,17 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
             return msg_bad(why, why_len, "AUX with layer %u comp %u pages [%u, +%u): must be 0",
                            m.u.data.layer, m.u.data.comp, m.u.data.pos, m.u.data.npages);
         }
+        break;
+    case MSG_AGREED:
+        memcpy(&m.u.agreed, body, sizeof(m.u.agreed));
+        if (m.u.agreed.count == 0 || m.u.agreed.count > MSG_AGREED_MAX ||
+            m.u.agreed.reserved != 0 ||
+            len != sizeof(msg_hdr_t) + sizeof(msg_agreed_t) +
+                       (size_t)m.u.agreed.count * sizeof(msg_agreed_room_t)) {
+            return msg_bad(why, why_len, "AGREED of %zu bytes naming %u rooms (reserved %u)", len,
+                           m.u.agreed.count, m.u.agreed.reserved);
+        }
+        m.rooms = body + sizeof(msg_agreed_t);
         break;
     case MSG_FAIL:
     case MSG_VERDICT:

@@ -32,7 +32,7 @@ typedef enum msg_type {
     MSG_VERDICT,      /* decode -> prefill: the decode instance agreed FAILED; its root cause */
     MSG_DATA,         /* prefill -> decode, on MSG_DATA_ID: KV data for the decode to unpack */
     MSG_AUX,          /* prefill -> decode, on MSG_DATA_ID: the aux row, when pages are messages */
-    MSG_AGREED,       /* decode -> prefill: the decode instance agreed SUCCESS */
+    MSG_AGREED,       /* decode -> prefill: rooms the decode instance agreed SUCCESS */
     MSG_TYPE_MAX
 } msg_type_t;
 
@@ -81,6 +81,21 @@ typedef struct msg_data {
 /* MSG_AUX has a MSG_DATA header (all of msg_data_t zero) and carries the aux
  * row (msg_aux_header_t and the payload) for the decode rank's aux slot. */
 
+/* Body of MSG_AGREED, followed by count msg_agreed_room_t: the rooms one
+ * agreement round of the decode instance concluded SUCCESS, for one prefill
+ * rank (one message per peer per round). The header's room and nonce are 0. */
+typedef struct msg_agreed {
+    uint32_t count; /* 1..MSG_AGREED_MAX */
+    uint32_t reserved;
+} msg_agreed_t;
+
+typedef struct msg_agreed_room {
+    uint64_t room;
+    uint64_t nonce; /* the decode room's incarnation */
+} msg_agreed_room_t;
+
+#define MSG_AGREED_MAX 65536u
+
 /* Body of MSG_FAIL: a kvx_failure_t in fixed-width fields. */
 typedef struct msg_failure {
     int32_t status, stage, origin_rank, origin_role, origin_instance, origin_tp_rank;
@@ -107,8 +122,10 @@ typedef struct msg {
         msg_done_t done;
         msg_data_t data;
         kvx_failure_t failure;
+        msg_agreed_t agreed;
     } u;
     const void *pages; /* MSG_PREALLOC: npages uint32 (unaligned; copy with memcpy) */
+    const void *rooms; /* MSG_AGREED: count msg_agreed_room_t (unaligned; copy with memcpy) */
 } msg_t;
 
 /* Limits a message is checked against. */
@@ -129,6 +146,7 @@ void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, 
                    size_t *len_p);
 void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failure_t *f,
                    size_t *len_p);
+void *msg_new_agreed(int src_rank, const msg_agreed_room_t *rooms, uint32_t n, size_t *len_p);
 /* A FAIL or a VERDICT: both carry a failure record. */
 void *msg_new_failure(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce,
                       const kvx_failure_t *f, size_t *len_p);

@@ -111,19 +111,27 @@ void peer_flush_outbox(kvx_ctx_t *ctx)
     ctx->out_tail = last;
 }
 
-/* A lost TP sibling breaks the instance: no collective can run, so every
- * room not agreed yet concludes FAILED here, with the loss as its reason --
- * a room already SUCCESS on this rank too, since the instance can no longer
- * confirm it (and the other instance will not see it succeed). */
+/* A lost TP sibling breaks the instance: no collective can run. A decode
+ * instance concludes every room not agreed yet FAILED here, with the loss as
+ * its reason -- a room already SUCCESS on this rank too, since the instance
+ * can no longer confirm it -- and tells the prefill ranks. A prefill rank
+ * fails the rooms it was still sending, and concludes each room with the
+ * decode instance's word: that instance is whole and decides (a room whose
+ * pages it all had may still succeed); without any word possible, FAILED. */
 static void peer_break_instance(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f)
 {
     if (!room->user_open || room->agreed) {
         return;
     }
-    if (!room_terminal(room)) {
+    if (!room_terminal(room) && !sender_delivered(room)) {
         room_fail(ctx, room, f, 1);
-    } else if (room->state == KVX_ROOM_SUCCESS) {
-        room->failure = *f;
+    } else if (room->state != KVX_ROOM_FAILED && !room->verdict) {
+        room->failure = *f; /* (a verdict's root cause stays) */
+    }
+    if (room->side == KVX_ROLE_PREFILL) {
+        room->broken_at = room->broken_at ? room->broken_at : kvx_now_ns();
+        sender_conclude_broken(ctx, room);
+        return;
     }
     room->agreed = 1;
     room->agreed_state = KVX_ROOM_FAILED;

@@ -19,7 +19,17 @@
 static void protocol_keep_early(kvx_ctx_t *ctx, const msg_t *m, const void *buf, size_t len)
 {
     room_t *room = hmap_get(&ctx->rooms, m->hdr.room);
+    void *one = NULL;
     early_t *e;
+
+    if (buf == NULL && m->hdr.type == MSG_AGREED) {
+        /* One room of an AGREED list: kept as an AGREED of its own. */
+        buf = one = msg_new_agreed(m->hdr.src_rank, m->rooms, 1, &len);
+        if (one == NULL) {
+            kvx_rerror(m->hdr.room, "no memory to keep an early AGREED");
+            return;
+        }
+    }
 
     if (room == NULL) {
         if (room_new(ctx, m->hdr.room, KVX_ROLE_PREFILL, -1, &room) != KVX_OK) {
@@ -34,6 +44,7 @@ static void protocol_keep_early(kvx_ctx_t *ctx, const msg_t *m, const void *buf,
         kvx_rwarn(m->hdr.room, "dropping an early %s from rank %d: too many for an unopened room",
                   msg_type_name(m->hdr.type), m->hdr.src_rank);
         ctx->bad_msgs++;
+        free(one);
         return;
     }
     room->nearly++;
@@ -52,6 +63,7 @@ static void protocol_keep_early(kvx_ctx_t *ctx, const msg_t *m, const void *buf,
         free(e);
         kvx_rerror(m->hdr.room, "no memory to keep an early %s", msg_type_name(m->hdr.type));
     }
+    free(one);
 }
 
 /* A decode room failed before this prefill rank opened it: nothing was or
@@ -168,10 +180,30 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
     }
 }
 
+/* An AGREED names rooms: each is taken as a message about its room (with
+ * its own incarnation), as if it had come alone. */
+static void protocol_agreed(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m)
+{
+    for (uint32_t i = 0; i < m->u.agreed.count; i++) {
+        msg_agreed_room_t e;
+        msg_t one = *m;
+
+        memcpy(&e, (const char *)m->rooms + (size_t)i * sizeof(e), sizeof(e));
+        one.hdr.room = e.room;
+        one.hdr.nonce = e.nonce;
+        one.u.agreed.count = 1;
+        one.rooms = &e;
+        protocol_room_msg(ctx, peer, &one, NULL, 0);
+    }
+}
+
 void protocol_dispatch(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void *buf, size_t len)
 {
     switch (m->hdr.type) {
     case MSG_PING:
+        break;
+    case MSG_AGREED:
+        protocol_agreed(ctx, peer, m);
         break;
     case MSG_BYE:
         peer_on_bye(ctx, peer);

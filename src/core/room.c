@@ -285,6 +285,7 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
         }
         if (room->side == KVX_ROLE_PREFILL) {
             sender_tick(ctx, room, now);
+            sender_conclude_broken(ctx, room);
         } else {
             receiver_tick(ctx, room, now);
         }

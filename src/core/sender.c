@@ -160,15 +160,47 @@ void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root)
         room->failure = *root;
     }
     room->verdict = 1;
+    sender_conclude_broken(ctx, room);
+}
+
+void sender_conclude_broken(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->broken_at == 0 || room->agreed || !room->user_open) {
+        return;
+    }
+    if (room->decode_agreed) {
+        if (!room_terminal(room)) {
+            room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+        }
+        room->agreed_state = KVX_ROOM_SUCCESS;
+    } else if (room->verdict) {
+        room->agreed_state = KVX_ROOM_FAILED; /* with the decode's root cause */
+    } else if (sender_cut_off(room) ||
+               kvx_now_ns() - room->broken_at > 10 * ctx->cfg.peer_timeout) {
+        kvx_failure_t f = room->failure; /* the break's reason, or the room's own */
+
+        if (!room_terminal(room)) {
+            room_fail(ctx, room, &f, 1);
+        }
+        room->agreed_state = KVX_ROOM_FAILED;
+    } else {
+        return;
+    }
+    room->agreed = 1;
+    kvx_rdebug(room->id, "concluded %s on a broken instance (%s)",
+               kvx_room_state_name(room->agreed_state),
+               room->decode_agreed ? "the decode agreed SUCCESS"
+               : room->verdict     ? "the decode's verdict"
+                                   : "no word from the decode can come");
 }
 
 void sender_on_agreed(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
 {
-    (void)ctx;
     if (!room->decode_agreed && !room->agreed) {
         kvx_rdebug(room->id, "%s: the decode instance agreed SUCCESS", peer->name);
     }
     room->decode_agreed = 1;
+    sender_conclude_broken(ctx, room);
 }
 
 int sender_cut_off(const room_t *room)
@@ -186,17 +218,12 @@ int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
     if (room->verdict || !room->user_open || room->state != KVX_ROOM_FAILED) {
         return 1;
     }
-    for (unsigned i = 0; i < room->ntargets; i++) {
-        if ((room->targets[i].peer->lost || room->targets[i].peer->bye) &&
-            !sender_delivered(room)) {
-            return 1; /* a decode rank lacks pages: that instance cannot succeed */
-        }
-    }
-    /* Every page was delivered, so the decode instance may have agreed
-     * SUCCESS even if a rank of it is lost since: this rank waits for the
-     * outcome from a decode rank still there (AGREED or VERDICT, perhaps to
-     * a TP sibling), and a round concludes FAILED without one only when no
-     * prefill rank of the room can hear any (agree_outcome()).
+    /* The decode instance decides: this rank waits for its word (VERDICT,
+     * or AGREED through a TP sibling) even when a decode rank is lost -- the
+     * decode may have agreed SUCCESS before the loss, and its verdict names
+     * the root cause both instances report. A round concludes FAILED without
+     * it only when no prefill rank of the room can hear any decode rank
+     * (agree_outcome()).
      * A decode instance that does not run agreement rounds must not hold
      * this instance's outcome forever: after 10 peer timeouts it concludes
      * alone (and the two instances may then name different root causes). */
@@ -432,22 +459,28 @@ void sender_bury(kvx_ctx_t *ctx, const room_t *room)
 
 int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *peer, uint64_t nonce)
 {
+    int other = 0;
+
     if (nonce == 0 || ctx->role != KVX_ROLE_PREFILL) {
         return 0; /* a FAIL from before the grant names no incarnation */
     }
     for (unsigned i = 0; room != NULL && i < room->ntargets; i++) {
         if (room->targets[i].peer == peer && room->targets[i].nonce != 0) {
-            return room->targets[i].nonce != nonce ? 2 : 0;
+            if (room->targets[i].nonce == nonce) {
+                return 0;
+            }
+            other = 1;
+            break;
         }
     }
     /* Newest first: the usual late message (AGREED, RECEIVED) is about a
-     * room closed a moment ago. */
+     * room closed a moment ago -- even when the id is open again. */
     for (unsigned k = 0; k < KVX_DEAD_NONCES && k < ctx->dead_next; k++) {
         if (ctx->dead_nonce[(ctx->dead_next - 1 - k) % KVX_DEAD_NONCES] == nonce) {
             return 1;
         }
     }
-    return 0;
+    return other ? 2 : 0;
 }
 
 void sender_drain(kvx_ctx_t *ctx, room_t *room)

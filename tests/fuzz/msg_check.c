@@ -9,6 +9,7 @@
 #include "msg_check.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,17 @@ static int msg_check_fields(const msg_t *m, const char *buf, size_t len, char *e
         if (m->pages != buf + sizeof(msg_hdr_t) + sizeof(*p)) {
             return msg_check_bad(err, err_len, "PREALLOC's pages do not follow its body");
         }
+    } else if (h->type == MSG_AGREED) {
+        const msg_agreed_t *a = &m->u.agreed;
+
+        if (a->count == 0 || a->count > MSG_AGREED_MAX || a->reserved != 0) {
+            return msg_check_bad(err, err_len, "accepted AGREED of %u rooms (reserved %u)",
+                                 a->count, a->reserved);
+        }
+        want += sizeof(*a) + (size_t)a->count * sizeof(msg_agreed_room_t);
+        if (m->rooms != buf + sizeof(msg_hdr_t) + sizeof(*a)) {
+            return msg_check_bad(err, err_len, "AGREED's rooms do not follow its body");
+        }
     } else if (h->type == MSG_DONE) {
         want += sizeof(msg_done_t);
     } else if (h->type == MSG_DATA) {
@@ -124,6 +136,24 @@ static void *msg_check_rebuild(const msg_t *m, size_t *len_p)
         return out;
     case MSG_DONE:
         return msg_new_done(h->src_rank, h->room, h->nonce, m->u.done.bytes, m->u.done.puts, len_p);
+    case MSG_AGREED: {
+        /* The rooms are unaligned in the buffer: the builder gets a copy. */
+        msg_agreed_room_t *rooms = malloc((size_t)m->u.agreed.count * sizeof(*rooms));
+
+        if (rooms == NULL) {
+            return NULL;
+        }
+        memcpy(rooms, m->rooms, (size_t)m->u.agreed.count * sizeof(*rooms));
+        out = msg_new_agreed(h->src_rank, rooms, m->u.agreed.count, len_p);
+        free(rooms);
+        if (out != NULL) {
+            /* The builder writes room and nonce 0 in the header; keep the
+             * sender's (the decoder ignores them). */
+            memcpy((char *)out + offsetof(msg_hdr_t, room), &h->room, sizeof(h->room));
+            memcpy((char *)out + offsetof(msg_hdr_t, nonce), &h->nonce, sizeof(h->nonce));
+        }
+        return out;
+    }
     case MSG_FAIL:
     case MSG_VERDICT:
         return msg_new_failure((msg_type_t)h->type, h->src_rank, h->room, h->nonce, &m->u.failure,

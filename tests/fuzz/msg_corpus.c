@@ -45,6 +45,7 @@ static void seed_data(seed_t *s, const char *name, msg_type_t type, uint32_t lay
 static int seeds_build(seed_t *s)
 {
     static const uint32_t pages[] = { 7, 8, 9, 10, 500, 3, 999, 0 };
+    static const msg_agreed_room_t agreed[] = { { 42, 0x500000001ull }, { 43, 0x500000002ull } };
     uint32_t many[64];
     kvx_failure_t f;
     int n = 0;
@@ -107,7 +108,7 @@ static int seeds_build(seed_t *s)
     s[n].buf = msg_new_failure(MSG_VERDICT, 2, 44, 0x900000004ull, &f, &s[n].len);
     n++;
     s[n].name = "agreed";
-    s[n].buf = msg_new(MSG_AGREED, 2, 42, 0x500000001ull, &s[n].len);
+    s[n].buf = msg_new_agreed(2, agreed, 2, &s[n].len);
     n++;
     seed_data(&s[n++], "data", MSG_DATA, 1, 0, 3, 5);
     seed_data(&s[n++], "aux", MSG_AUX, 0, 0, 0, 0);

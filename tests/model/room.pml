@@ -42,7 +42,13 @@
  *                         unopened room's, none once delivered);
  *                         P_LONGWAIT: sender_may_conclude()'s 10 peer timeouts
  *   loss detection        peer_tick() -> peer_mark_lost() -> peer_fail_rooms(),
- *                         peer_break_instance() for a TP sibling
+ *                         peer_break_instance() for a TP sibling: a decode
+ *                         rank concludes FAILED and sends VERDICT; a prefill
+ *                         rank fails what it was still sending and waits
+ *   p_conclude_broken     sender_conclude_broken(): a broken prefill
+ *                         instance's room concludes with the decode's word
+ *                         (AGREED, VERDICT), or FAILED when none can come
+ *                         (cut off) or after 10 peer timeouts (room_tick)
  *   CONTRIB/MAYCON        agree_sample(), sender_may_conclude() (a decode
  *                         rank lost after every page was delivered: wait for
  *                         the decode's outcome)
@@ -51,14 +57,18 @@
  *                         second MIN)
  *   EFFA                  agree_outcome(): a slot's outcome after A
  *   d_agreed / d_verdict  agree_send_verdict() (AGREED / VERDICT) from
- *                         agree_conclude() and peer_break_instance()
+ *                         agree_conclude() and peer_break_instance(); the
+ *                         code sends each prefill rank one AGREED per round
+ *                         naming all its rooms (agree_flush_agreed()), here
+ *                         one room: sent in the same step
  *   Agree(i)              kvx_agree_start()/kvx_agree_test(): see below
  *   crash                 any one rank stops at any point (FAULT_KILL, kill -9)
  *
  * Properties (each an assert with a "VIOLATION <property>" line):
  *   agreement   check_pair(): two live ranks that concluded the room agree
- *               on its state (a rank that concluded by breaking its instance
- *               is exempt unless -DSTRICT);
+ *               on its state (a decode rank that concluded by breaking its
+ *               instance is exempt unless -DSTRICT: the prefill may have
+ *               concluded SUCCESS on every decode rank's RECEIVED before);
  *   reason      both FAILED: one root cause on all four ranks (both
  *               instances), except a prefill that had to conclude alone
  *               after 10 peer timeouts (documented in sender_may_conclude);
@@ -75,7 +85,9 @@
  * c804017), -DNO_OPEN_BREAK (room_api_opened before peer_break_if_broken),
  * -DNO_AGREED (before AGREED: the decode agrees SUCCESS, a decode rank dies
  * before its RECEIVED reaches its prefill rank, and the prefill instance
- * concluded FAILED; scenario crash-d1).
+ * concluded FAILED; scenario crash-d1), -DNO_PREFILL_WORD (before a broken
+ * prefill instance waited for the decode's word: it concluded FAILED at
+ * once while the decode agreed SUCCESS; scenario crash-p1).
  *
  * Scenario bounds (MAXF, FRANKS, ...) are -D flags or, at run time, SPIN_*
  * environment variables (init); tests/model/run-spin.sh runs the scenarios.
@@ -137,6 +149,7 @@
 
 #define H_ROUND 1
 #define H_BREAK 2
+#define H_WORD 3
 
 #define NOS 255
 
@@ -159,7 +172,7 @@ byte nf, nt, ncrash;
 byte maxf, maxt, maxc, franks, tranks, cranks;
 bit orig[200];
 
-bit chunk[2], started[2], verdict[2], dsucc[2], longwait[2];
+bit chunk[2], started[2], verdict[2], dsucc[2], longwait[2], pbroken[2];
 bit granted[4], nk[4], posted[4], auxp[4], flushing[4], done_sent[4], received[4], drained_sent[4];
 bit inD[4], inA[4], landD[4];
 bit accepted[4], sdone[4], sdrained[4];
@@ -193,10 +206,11 @@ chan early[2] = [CAP] of { mtype, byte, byte };
 #define ALLACC(dd) ((!TALKS(0,dd) || accepted[E(0,dd)]) && (!TALKS(1,dd) || accepted[E(1,dd)]))
 #define LOSTT(p) ((TALKS(p,0) && LOST(p,2)) || (TALKS(p,1) && LOST(p,3)))
 #ifndef NO_AGREED
-/* sender_may_conclude(): a decode rank lost before this rank delivered
- * every page (DONE to all) means the decode instance cannot succeed; after
- * delivery the rank waits for the decode's outcome (AGREED or VERDICT) */
-#define MAYCON(p) (verdict[p] || !uopen[p] || st[p] != FAILED || (LOSTT(p) && !ALLDONE(p)) || longwait[p])
+/* sender_may_conclude(): a failed rank waits for the decode's word (VERDICT,
+ * or AGREED through a sibling) even when a decode rank is lost: the decode
+ * may have agreed SUCCESS, and its verdict names the root cause both
+ * instances report; agree_outcome() concludes FAILED when no rank can hear */
+#define MAYCON(p) (verdict[p] || !uopen[p] || st[p] != FAILED || longwait[p])
 #else
 /* before AGREED: any lost decode rank let a failed prefill rank conclude */
 #define MAYCON(p) (verdict[p] || !uopen[p] || st[p] != FAILED || LOSTT(p) || longwait[p])
@@ -206,8 +220,17 @@ chan early[2] = [CAP] of { mtype, byte, byte };
 /* agree_heard(): 0 HEARD_AGREED, 1 HEARD_CAN, 2 HEARD_NOTHING (the model's
  * -1/0/1 shifted by one); always 1 on the decode instance */
 #define HEARD(r) ((r) < 2 -> (dsucc[r] -> 0 : (CUTOFF(r) -> 2 : 1)) : 1)
+#ifndef NO_AGREED
+/* agree_sample(): a prefill rank holding the decode's verdict counts FAILED
+ * (even if SUCCESS here); one still waiting counts as the state it failed in */
+#define CONTRIB(r) (((r) < 2 && verdict[r]) -> FAILED : (((r) < 2 && !MAYCON(r)) -> bfail[r] : st[r]))
+#define LWONLY(r) ((r) < 2 && st[r] == FAILED && !verdict[r] && longwait[r])
+#define HASREC(r) (st[r] == FAILED || ((r) < 2 && verdict[r]))
+#else
 #define CONTRIB(r) (((r) < 2 && !MAYCON(r)) -> bfail[r] : st[r])
 #define LWONLY(r) ((r) < 2 && st[r] == FAILED && !verdict[r] && !LOSTT(r) && longwait[r])
+#define HASREC(r) (st[r] == FAILED)
+#endif
 /* Deadlines, in the order room_tick() checks them; each fires early (any
  * time, at most maxt in all) or when nothing else can happen. */
 #define P_DEADLINE(p) (alive[p] && uopen[p] && !TERM(p) && !DELIVERED(p))
@@ -218,13 +241,15 @@ chan early[2] = [CAP] of { mtype, byte, byte };
 #define P_LONGWAIT(p) 0
 #endif
 #define D_DEADLINE(r) (alive[r] && uopen[r] && !TERM(r))
+#define P_WORDWAIT(p) (alive[p] && pbroken[p] && uopen[p] && !agreed[p])
 #ifndef NODRAINTIMEOUT
 #define D_DRAIN(dd) (alive[2+dd] && pages[dd] == DRAINING)
 #else
 #define D_DRAIN(dd) 0
 #endif
 #define ANY_DEADLINE (P_DEADLINE(0) || P_DEADLINE(1) || P_SHADOW_DEADLINE(0) || P_SHADOW_DEADLINE(1) || \
-  P_LONGWAIT(0) || P_LONGWAIT(1) || D_DEADLINE(2) || D_DEADLINE(3) || D_DRAIN(0) || D_DRAIN(1))
+  P_LONGWAIT(0) || P_LONGWAIT(1) || D_DEADLINE(2) || D_DEADLINE(3) || D_DRAIN(0) || D_DRAIN(1) || \
+  P_WORDWAIT(0) || P_WORDWAIT(1))
 #define FRESH(r) (uopen[r] && !slot[r] && !agreed[r])
 #define FINALC(r) (CONTRIB(r) == FAILED || CONTRIB(r) == SUCC)
 #define READY(r) (FRESH(r) || (slot[r] && (FINALC(r) || HEARD(r) != 1)))
@@ -573,7 +598,7 @@ inline check_pair(cp_r) {
     :: q != cp_r && alive[q] && alive[cp_r] && agreed[q] && agreed[cp_r] ->
 #ifndef STRICT
        if
-       :: how[q] == H_BREAK || how[cp_r] == H_BREAK -> skip
+       :: (how[q] == H_BREAK && q >= 2) || (how[cp_r] == H_BREAK && cp_r >= 2) -> skip
        :: else ->
 #endif
           if
@@ -618,7 +643,8 @@ inline conclude(c_r, c_s, c_h) {
 /* The sibling s of r is lost: peer_mark_lost -> peer_break_instance. */
 inline break_instance(bi_r) {
   if
-  :: uopen[bi_r] && !agreed[bi_r] ->
+  :: uopen[bi_r] && !agreed[bi_r] && bi_r >= 2 ->
+     /* a decode rank concludes FAILED and tells the prefill (VERDICT) */
      nc = CODE(RSTAGE(bi_r), K_LOST, bi_r);
      if
      :: !TERM(bi_r) -> fail_any(bi_r, nc)
@@ -626,11 +652,50 @@ inline break_instance(bi_r) {
      :: st[bi_r] == FAILED -> skip
      fi;
      conclude(bi_r, FAILED, H_BREAK);
+     d_verdict(bi_r-2)
+#ifndef NO_PREFILL_WORD
+  :: uopen[bi_r] && !agreed[bi_r] && bi_r < 2 ->
+     /* a prefill rank fails what it was still sending and waits for the
+      * whole decode instance's word (sender_conclude_broken()) */
+     nc = CODE(RSTAGE(bi_r), K_LOST, bi_r);
      if
-     :: bi_r >= 2 -> d_verdict(bi_r-2)
-     :: else -> skip
-     fi
+     :: !TERM(bi_r) && !ALLDONE(bi_r) -> fail_any(bi_r, nc)
+     :: st[bi_r] != FAILED && (TERM(bi_r) || ALLDONE(bi_r)) && !verdict[bi_r] -> rec[bi_r] = nc; orig[nc] = 1
+     :: st[bi_r] == FAILED || (st[bi_r] != FAILED && (TERM(bi_r) || ALLDONE(bi_r)) && verdict[bi_r]) -> skip
+     fi;
+     pbroken[bi_r] = 1
+#else
+  /* before: a prefill rank concluded FAILED at once too */
+  :: uopen[bi_r] && !agreed[bi_r] && bi_r < 2 ->
+     nc = CODE(RSTAGE(bi_r), K_LOST, bi_r);
+     if
+     :: !TERM(bi_r) -> fail_any(bi_r, nc)
+     :: st[bi_r] == SUCC -> rec[bi_r] = nc; orig[nc] = 1
+     :: st[bi_r] == FAILED -> skip
+     fi;
+     conclude(bi_r, FAILED, H_BREAK)
+#endif
   :: else -> skip
+  fi
+}
+
+/* sender_conclude_broken(): the decode's word, or FAILED when none can come
+ * (every decode rank it talks to lost) or after 10 peer timeouts (lone) */
+inline p_conclude_broken(pcb_p, pcb_lone) {
+  if
+  :: dsucc[pcb_p] ->
+     if
+     :: !TERM(pcb_p) -> st[pcb_p] = SUCC
+     :: else -> skip
+     fi;
+     conclude(pcb_p, SUCC, H_WORD)
+  :: !dsucc[pcb_p] ->
+     if
+     :: !TERM(pcb_p) -> nc = rec[pcb_p]; p_fail(pcb_p, nc)
+     :: else -> skip
+     fi;
+     lone[pcb_p] = pcb_lone;
+     conclude(pcb_p, FAILED, H_WORD)
   fi
 }
 
@@ -667,7 +732,7 @@ inline agree_a(aa_r) {
 
 /* agree_post_bc(): this rank's record of a slot whose minimum is FAILED. */
 inline agree_b(ab_r, ab_s) {
-  bH[ab_r] = (slot[ab_r] && EFFA(ab_r,ab_s) == FAILED && st[ab_r] == FAILED);
+  bH[ab_r] = (slot[ab_r] && EFFA(ab_r,ab_s) == FAILED && HASREC(ab_r));
   bR[ab_r] = rec[ab_r];
   bV[ab_r] = (ab_r < 2 && verdict[ab_r]); /* a->recs[k].verdict */
   if
@@ -740,6 +805,26 @@ inline agree_c(ac_r, ac_s) {
   fi
 }
 
+/* The round's samples are dead once it is over: cleared, so that states
+ * differing only in them are one state (no behaviour depends on them). */
+inline agree_clear(acl_r) {
+  cA[acl_r] = 0; wA[acl_r] = 0; hA[acl_r] = 0; sA[acl_r] = 0; lw[acl_r] = 0;
+  bR[acl_r] = 0; bH[acl_r] = 0; bV[acl_r] = 0
+}
+
+/* A crashed rank's own variables, and its instance's round state, are never
+ * read again (every use is by the rank itself, gated by alive[], or by a
+ * round, which needs both TP ranks alive): reset, so that crashes at points
+ * that differ only in them are one state. What the survivors can still see
+ * is kept: its messages in flight, its puts in flight or landed, orig[]. */
+inline forget_rank(fr_r, fr_s, fr_i) {
+  st[fr_r] = BOOT; bfail[fr_r] = 0; rec[fr_r] = 0; uopen[fr_r] = 0;
+  agreed[fr_r] = 0; agst[fr_r] = 0; how[fr_r] = 0; lone[fr_r] = 0;
+  ph[fr_i] = 0; prevEff[fr_i] = 0;
+  slot[fr_r] = 0; lastS[fr_r] = NOS; agree_clear(fr_r);
+  slot[fr_s] = 0; lastS[fr_s] = NOS; agree_clear(fr_s)
+}
+
 /* The application's kvx_agree_start() / kvx_agree_test() loop of instance i
  * (0: prefill ranks 0,1; 1: decode ranks 2,3). */
 proctype Agree(byte i) {
@@ -749,9 +834,9 @@ end:
   :: atomic { GUARD_A(i) -> agree_a(r); agree_a(s); ph[i] = 1 }
   :: atomic { GUARD_BC(i) -> agree_b(r, s); agree_b(s, r); agree_c(r, s); agree_c(s, r);
        prevEff[i] = (sA[r] != lastS[r] || sA[s] != lastS[s]);
-       lastS[r] = sA[r]; lastS[s] = sA[s]; ph[i] = 0 }
+       lastS[r] = sA[r]; lastS[s] = sA[s]; ph[i] = 0; agree_clear(r); agree_clear(s) }
   /* kvx_agree_test(): a lost sibling never completes the collective */
-  :: atomic { GUARD_X(i) -> ph[i] = 0 }
+  :: atomic { GUARD_X(i) -> ph[i] = 0; agree_clear(r); agree_clear(s) }
   od
 }
 
@@ -857,8 +942,22 @@ end:
        :: uopen[p] && !TERM(p) -> nc = CODE(RSTAGE(p), K_LOST, p); p_fail(p, nc)
        :: else -> skip
        fi }
+  /* a broken instance's room: the decode's word (sender_conclude_broken) */
+  :: atomic { pbroken[p] && uopen[p] && !agreed[p] && (dsucc[p] || verdict[p] || CUTOFF(p)) ->
+       printf("MSC: P%d concludes with the decode's word (broken instance)\n", p); p_conclude_broken(p, 0) }
+  :: atomic { timeout && P_WORDWAIT(p) -> printf("MSC: P%d: 10 peer timeouts without the decode's word\n", p); p_conclude_broken(p, 1) }
   /* crash */
-  :: atomic { (ncrash < maxc && (cranks & (1 << me))) -> ncrash++; alive[p] = 0; printf("MSC: P%d CRASHES\n", p); goto dead }
+  :: atomic { (ncrash < maxc && (cranks & (1 << me))) -> ncrash++; alive[p] = 0; printf("MSC: P%d CRASHES\n", p);
+       forget_rank(me, sib, 0);
+       chunk[p] = 0; started[p] = 0; verdict[p] = 0; dsucc[p] = 0; longwait[p] = 0; pbroken[p] = 0;
+       for (q : 0 .. 1) {
+         granted[E(p,q)] = 0; nk[E(p,q)] = 0; posted[E(p,q)] = 0; auxp[E(p,q)] = 0; flushing[E(p,q)] = 0;
+         done_sent[E(p,q)] = 0; received[E(p,q)] = 0; drained_sent[E(p,q)] = 0;
+         do :: dp[E(p,q)]?_,_ :: empty(dp[E(p,q)]) -> break od
+       }
+       q = 0;
+       do :: early[p]?_,_,_ :: empty(early[p]) -> break od;
+       goto dead }
   od;
 dead:
   skip
@@ -931,7 +1030,15 @@ end:
        :: uopen[me] && !TERM(me) -> nc = CODE(RSTAGE(me), K_LOST, me); d_fail(dd, nc)
        :: else -> skip
        fi }
-  :: atomic { (ncrash < maxc && (cranks & (1 << me))) -> ncrash++; alive[me] = 0; printf("MSC: D%d CRASHES\n", dd); goto dead }
+  :: atomic { (ncrash < maxc && (cranks & (1 << me))) -> ncrash++; alive[me] = 0; printf("MSC: D%d CRASHES\n", dd);
+       forget_rank(me, sib, 1);
+       dgranted[dd] = 0; pages[dd] = INUSE;
+       for (q : 0 .. 1) {
+         accepted[E(q,dd)] = 0; sdone[E(q,dd)] = 0; sdrained[E(q,dd)] = 0;
+         do :: pd[E(q,dd)]?_,_ :: empty(pd[E(q,dd)]) -> break od
+       }
+       q = 0;
+       goto dead }
   od;
 dead:
   skip

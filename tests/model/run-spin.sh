@@ -1,11 +1,17 @@
 #!/bin/sh
 # run-spin.sh: model-checks tests/model/room.pml (kvx's room protocol) with
-# spin, one exhaustive search per scenario (see README "Model checking").
-# Fails on any error, and on a search that did not complete (depth limit
-# reached, or out of memory). Skips (77) without spin or a C compiler.
-#   KVXT_SPIN_ONLY=name   run one scenario
-#   KVXT_SPIN_DEFS='-DX'  extra spin -D flags for every scenario (e.g. a
-#                         broken variant: -DNO_VERDICT_PRECEDENCE)
+# spin (see README "Model checking"). One verifier is compiled per model
+# variant; the scenario's bounds reach it at run time (SPIN_* variables, read
+# by the model's init), so every scenario of a variant shares one compile.
+# Each search is exhaustive (-DCOLLAPSE); the run fails on any property
+# violation, and on a search that did not complete (depth limit, memory).
+# The broken variants must fail: they are the protocol before fixes the model
+# found, and show that the properties can catch them.
+# Skips (77) without spin or a C compiler.
+#   KVXT_SPIN_ONLY=name   run one scenario (of either list)
+#   KVXT_SPIN_FULL=1      also the larger scenarios (minutes; verdict needs
+#                         KVXT_SPIN_MEMLIM=12288, MiB, default 4096)
+#   KVXT_SPIN_DEFS='-DX'  extra spin -D flags for the checked model
 srcdir=${top_srcdir:-$(dirname "$0")/../..}
 model=$srcdir/tests/model/room.pml
 CC=${CC_FOR_SPIN:-cc}
@@ -14,51 +20,95 @@ command -v "$CC" >/dev/null 2>&1 || { echo "SKIP: no C compiler ($CC) to build s
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvx-spin.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT INT TERM
 
-# name | spin -D flags (bounds: MAXF injected failures, MAXT early deadlines,
-# MAXC crashes; FRANKS/TRANKS/CRANKS: bit r lets rank r have them; ranks 0,1
-# prefill TP 0,1; 2,3 decode TP 0,1; CHUNK_AT_OPEN: one chunk right at open)
-# make check runs the scenarios that complete in its budget; KVXT_SPIN_FULL=1
-# adds the larger ones (they exceed 2 minutes / 2 GiB on 2 cores, and
-# crash-d1 reports the open finding described in README).
+# name | variant (spin -D flags; "-" the model as built) | expect | bounds
+# Bounds: MAXF injected failures, MAXT early deadlines, MAXC crashes;
+# FRANKS/TRANKS/CRANKS: bit r lets rank r have them (ranks 0,1 prefill TP
+# 0,1; 2,3 decode TP 0,1). Every scenario hands the chunk right at open
+# (-DCHUNK_AT_OPEN). expect: ok, or the VIOLATION line a broken variant gives.
 scenarios='
-ok        -DCHUNK_AT_OPEN -DMAXF=0 -DMAXT=0 -DMAXC=0
+ok        -                       ok          MAXF=0 MAXT=0 MAXC=0
+crash-p1  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=2
+crash-d1  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=8
+fail-p1   -                       ok          MAXF=1 FRANKS=2 MAXT=0 MAXC=0
+fail-d0   -                       ok          MAXF=1 FRANKS=4 MAXT=0 MAXC=0
+broken-agreed -DNO_AGREED         agreement   MAXF=0 MAXT=0 MAXC=1 CRANKS=8
+broken-break  -DNO_OPEN_BREAK     termination MAXF=0 MAXT=0 MAXC=1 CRANKS=8
+broken-word   -DNO_PREFILL_WORD   agreement   MAXF=0 MAXT=0 MAXC=1 CRANKS=2
 '
-[ -z "$KVXT_SPIN_FULL$KVXT_SPIN_ONLY" ] || scenarios="$scenarios"'
-verdict   -DCHUNK_AT_OPEN -DMAXF=1 -DFRANKS=2 -DMAXT=1 -DTRANKS=4 -DMAXC=0
-crash-p1  -DCHUNK_AT_OPEN -DMAXF=0 -DMAXT=0 -DMAXC=1 -DCRANKS=2
-crash-d1  -DCHUNK_AT_OPEN -DMAXF=0 -DMAXT=0 -DMAXC=1 -DCRANKS=8
-fail-d0   -DCHUNK_AT_OPEN -DMAXF=1 -DFRANKS=4 -DMAXT=0 -DMAXC=0
-fail-p0   -DCHUNK_AT_OPEN -DMAXF=1 -DFRANKS=1 -DMAXT=0 -DMAXC=0
+full='
+crash-p0  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=1
+crash-d0  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=4
+fail-p0   -                       ok          MAXF=1 FRANKS=1 MAXT=0 MAXC=0
+fail-d1   -                       ok          MAXF=1 FRANKS=8 MAXT=0 MAXC=0
+deadline  -                       ok          MAXF=0 MAXT=1 TRANKS=15 MAXC=0
+verdict   -                       ok          MAXF=1 FRANKS=2 MAXT=1 TRANKS=4 MAXC=0
+broken-precedence -DNO_VERDICT_PRECEDENCE reason MAXF=1 FRANKS=2 MAXT=1 TRANKS=4 MAXC=0
 '
-rc=0
+[ -z "$KVXT_SPIN_FULL$KVXT_SPIN_ONLY" ] || scenarios="$scenarios$full"
+
+# build VARIANT -> the directory of its verifier (compiled once)
+build() {
+    d=$work/v$(printf '%s' "$1" | tr -c 'A-Za-z0-9_' '_')
+    if [ ! -x "$d/pan" ]; then
+        mkdir -p "$d" && cp "$model" "$d/room.pml" || return 1
+        flags=$([ "$1" = - ] || echo "$1")
+        # shellcheck disable=SC2086
+        (cd "$d" && spin -a -DCHUNK_AT_OPEN $flags $KVXT_SPIN_DEFS room.pml >spin.out 2>&1) || { cat "$d/spin.out" >&2; return 1; }
+        # -O0: pan.c is large; at -O2 the compile takes longer than it saves here.
+        (cd "$d" && $CC -O0 -w -DSAFETY -DCOLLAPSE -DVECTORSZ=2048 -DMEMLIM="${KVXT_SPIN_MEMLIM:-4096}" -o pan pan.c) >&2 || return 1
+    fi
+    echo "$d"
+}
+
 start=$(date +%s)
-echo "$scenarios" | while read -r name defs; do
+echo "$scenarios" | {
+rc=0
+while read -r name variant expect bounds; do
     [ -n "$name" ] || continue
     [ -z "$KVXT_SPIN_ONLY" ] || [ "$KVXT_SPIN_ONLY" = "$name" ] || continue
-    d=$work/$name
-    mkdir -p "$d" && cp "$model" "$d/room.pml" || exit 1
     t0=$(date +%s)
+    v=$(build "$variant") || { echo "FAIL: spin $name: cannot build the verifier"; rc=1; continue; }
+    d=$work/$name
+    mkdir -p "$d"
+    envs=$(for b in $bounds; do printf 'SPIN_%s ' "$b"; done)
     # shellcheck disable=SC2086
-    (cd "$d" && spin -a $defs $KVXT_SPIN_DEFS room.pml >spin.out 2>&1) || { cat "$d/spin.out"; exit 1; }
-    # -O0: pan.c is large; optimising it costs more time than it saves here.
-    (cd "$d" && $CC -O0 -w -DSAFETY -DVECTORSZ=2048 -DMEMLIM=2048 -o pan pan.c) || exit 1
-    (cd "$d" && timeout "${KVXT_SPIN_TIMEOUT:-100}" ./pan -m10000 -w22 >pan.out 2>&1) || echo "Search not completed (timeout or pan error)" >>"$d/pan.out"
+    (cd "$d" && env $envs timeout "${KVXT_SPIN_TIMEOUT:-300}" "$v/pan" -m10000 -w24 >pan.out 2>&1) ||
+        echo "Search not completed (timeout or pan error)" >>"$d/pan.out"
     t1=$(date +%s)
     out=$d/pan.out
     states=$(sed -n 's/^ *\([0-9e+.]*\) states, stored.*/\1/p' "$out")
     depth=$(sed -n 's/.*depth reached \([0-9]*\), errors: \([0-9]*\).*/\1/p' "$out")
     errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$out")
-    echo "spin $name ($defs $KVXT_SPIN_DEFS): states $states, depth $depth, errors ${errors:-?}, $((t1 - t0)) s"
-    if [ "$errors" != 0 ] || grep -q 'max search depth too small\|out of memory\|Search not completed' "$out"; then
-        grep -E 'VIOLATION|assertion violated|max search depth|out of memory' "$out" | head -n 5
-        if [ -f "$d/room.pml.trail" ]; then
-            echo "--- counterexample (spin -t $defs $KVXT_SPIN_DEFS room.pml) ---"
-            # shellcheck disable=SC2086
-            (cd "$d" && spin -t $defs $KVXT_SPIN_DEFS room.pml 2>&1 | sed -n 's/^ *MSC: //p; s/^ *\(VIOLATION.*\)/\1/p' | tail -n 60)
-        fi
-        echo "FAIL: spin $name"
-        exit 1
+    trail=""
+    # The counterexample, replayed by spin's simulator: it leaves the init's
+    # c_code alone, so the bounds go in as -D flags.
+    defs="-DCHUNK_AT_OPEN $([ "$variant" = - ] || echo "$variant") $KVXT_SPIN_DEFS $(for b in $bounds; do printf -- '-D%s ' "$b"; done)"
+    if [ -f "$d/room.pml.trail" ]; then
+        cp "$model" "$d/room.pml"
+        # shellcheck disable=SC2086
+        trail=$(cd "$d" && spin -t $defs room.pml 2>&1 | sed -n 's/^ *MSC: //p; s/^ *\(VIOLATION.*\)/\1/p')
     fi
-done || rc=1
+    found=$(printf '%s\n' "$trail" | grep -m1 '^VIOLATION')
+    echo "spin $name ($variant, $bounds): states $states, depth $depth, errors ${errors:-?}, $((t1 - t0)) s${found:+: $found}"
+    incomplete=$(grep -E 'max search depth too small|out of memory|Search not completed' "$out")
+    if [ "$expect" = ok ] && [ "$errors" = 0 ] && [ -z "$incomplete" ]; then
+        continue
+    fi
+    if [ "$expect" != ok ] && [ "${errors:-0}" != 0 ] && printf '%s\n' "$found" | grep -q "^VIOLATION $expect:"; then
+        continue # the broken variant is caught, as it must be
+    fi
+    [ -z "$incomplete" ] || echo "$incomplete"
+    if [ "$expect" != ok ]; then
+        echo "expected: VIOLATION $expect (the model no longer catches this broken variant)"
+    elif [ -n "$trail" ]; then
+        echo "--- counterexample (spin -t $defs room.pml) ---"
+        printf '%s\n' "$trail" | tail -n 60
+    fi
+    echo "FAIL: spin $name"
+    rc=1
+done
+exit $rc
+}
+rc=$?
 echo "spin: total $(($(date +%s) - start)) s"
 exit $rc
