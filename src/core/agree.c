@@ -257,9 +257,10 @@ static int32_t agree_heard(const room_t *room)
 
 /* A slot's outcome from phase A, the same on every rank: the minimum state
  * (FAILED or SUCCESS are final) -- except that on a prefill instance the
- * decode's agreed SUCCESS concludes a room whose ranks failed only after
- * delivering every page (a decode rank lost since: sender_may_conclude()),
- * and a room no rank can hear an outcome for any more concludes FAILED. */
+ * decode's agreed SUCCESS, heard by any rank, concludes the room SUCCESS
+ * (ranks that failed by losing a decode rank after delivering wait for the
+ * decode's word: sender_may_conclude()), and a room no rank can hear an
+ * outcome for any more concludes FAILED. */
 static int32_t agree_outcome(int32_t min, int32_t heard)
 {
     if (min == KVX_ROOM_FAILED || min == INT32_MAX) {
