@@ -107,8 +107,9 @@ static int receiver_check_aux(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
 }
 
 /* SUCCESS on this decode rank: every writer's puts landed and the aux row
- * is this room's. The prefill ranks are told (RECEIVED): they conclude
- * SUCCESS only then, so the two instances cannot conclude differently. */
+ * is this room's. The prefill ranks are told (RECEIVED): a prefill rank is
+ * SUCCESS only then; the instance's agreed outcome follows (AGREED or
+ * VERDICT, agree_send_verdict()) for a prefill rank that needs it. */
 static void receiver_succeed(kvx_ctx_t *ctx, room_t *room)
 {
     fault_action_t act;
