@@ -80,7 +80,12 @@
  *               released (a released page may be granted again at once);
  *   termination init: in every state where nothing can move and no deadline
  *               is left, every live rank concluded and every live decode
- *               rank's pages settled (released or quarantined).
+ *               rank's pages settled (released or quarantined). With the
+ *               cycle search of run-spin.sh (pan -DNP -l, no progress label:
+ *               any reachable cycle is reported) finding none, every
+ *               execution is finite and ends in such a state: every live
+ *               rank concludes whatever the scheduling, so under weak
+ *               fairness too.
  * Broken variants (must fail): -DNO_VERDICT_PRECEDENCE (agree_root_op before
  * c804017), -DNO_OPEN_BREAK (room_api_opened before peer_break_if_broken),
  * -DNO_AGREED (before AGREED: the decode agrees SUCCESS, a decode rank dies

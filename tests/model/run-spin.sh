@@ -20,13 +20,18 @@ command -v "$CC" >/dev/null 2>&1 || { echo "SKIP: no C compiler ($CC) to build s
 work=$(mktemp -d "${TMPDIR:-/tmp}/kvx-spin.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT INT TERM
 
-# name | variant (spin -D flags; "-" the model as built) | expect | bounds
+# name | variant (spin -D flags; "-" the model as built; "cycles" the model
+# as built, searched for cycles: pan -DNP -l with no progress label, so any
+# reachable cycle is reported -- none means every execution is finite, and
+# with the stuck-state check every live rank concludes, whatever the
+# scheduling: termination without a fairness assumption) | expect | bounds
 # Bounds: MAXF injected failures, MAXT early deadlines, MAXC crashes;
 # FRANKS/TRANKS/CRANKS: bit r lets rank r have them (ranks 0,1 prefill TP
 # 0,1; 2,3 decode TP 0,1). Every scenario hands the chunk right at open
 # (-DCHUNK_AT_OPEN). expect: ok, or the VIOLATION line a broken variant gives.
 scenarios='
 ok        -                       ok          MAXF=0 MAXT=0 MAXC=0
+ok-cycles cycles                  ok          MAXF=0 MAXT=0 MAXC=0
 crash-p1  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=2
 crash-d1  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=8
 fail-p1   -                       ok          MAXF=1 FRANKS=2 MAXT=0 MAXC=0
@@ -43,6 +48,10 @@ fail-d1   -                       ok          MAXF=1 FRANKS=8 MAXT=0 MAXC=0
 deadline  -                       ok          MAXF=0 MAXT=1 TRANKS=15 MAXC=0
 verdict   -                       ok          MAXF=1 FRANKS=2 MAXT=1 TRANKS=4 MAXC=0
 broken-precedence -DNO_VERDICT_PRECEDENCE reason MAXF=1 FRANKS=2 MAXT=1 TRANKS=4 MAXC=0
+crash-p1-cycles cycles            ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=2
+crash-d1-cycles cycles            ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=8
+fail-p1-cycles  cycles            ok          MAXF=1 FRANKS=2 MAXT=0 MAXC=0
+fail-d0-cycles  cycles            ok          MAXF=1 FRANKS=4 MAXT=0 MAXC=0
 '
 [ -z "$KVXT_SPIN_FULL$KVXT_SPIN_ONLY" ] || scenarios="$scenarios$full"
 
@@ -51,11 +60,12 @@ build() {
     d=$work/v$(printf '%s' "$1" | tr -c 'A-Za-z0-9_' '_')
     if [ ! -x "$d/pan" ]; then
         mkdir -p "$d" && cp "$model" "$d/room.pml" || return 1
-        flags=$([ "$1" = - ] || echo "$1")
+        flags=$([ "$1" = - ] || [ "$1" = cycles ] || echo "$1")
+        search=$([ "$1" = cycles ] && echo -DNP || echo -DSAFETY)
         # shellcheck disable=SC2086
         (cd "$d" && spin -a -DCHUNK_AT_OPEN $flags $KVXT_SPIN_DEFS room.pml >spin.out 2>&1) || { cat "$d/spin.out" >&2; return 1; }
         # -O0: pan.c is large; at -O2 the compile takes longer than it saves here.
-        (cd "$d" && $CC -O0 -w -DSAFETY -DCOLLAPSE -DVECTORSZ=2048 -DMEMLIM="${KVXT_SPIN_MEMLIM:-4096}" -o pan pan.c) >&2 || return 1
+        (cd "$d" && $CC -O0 -w $search -DCOLLAPSE -DVECTORSZ=2048 -DMEMLIM="${KVXT_SPIN_MEMLIM:-4096}" -o pan pan.c) >&2 || return 1
     fi
     echo "$d"
 }
@@ -71,8 +81,9 @@ while read -r name variant expect bounds; do
     d=$work/$name
     mkdir -p "$d"
     envs=$(for b in $bounds; do printf 'SPIN_%s ' "$b"; done)
+    cycles=$([ "$variant" != cycles ] || echo -l)
     # shellcheck disable=SC2086
-    (cd "$d" && env $envs timeout "${KVXT_SPIN_TIMEOUT:-300}" "$v/pan" -m10000 -w24 >pan.out 2>&1) ||
+    (cd "$d" && env $envs timeout "${KVXT_SPIN_TIMEOUT:-300}" "$v/pan" $cycles -m20000 -w24 >pan.out 2>&1) ||
         echo "Search not completed (timeout or pan error)" >>"$d/pan.out"
     t1=$(date +%s)
     out=$d/pan.out
@@ -82,7 +93,7 @@ while read -r name variant expect bounds; do
     trail=""
     # The counterexample, replayed by spin's simulator: it leaves the init's
     # c_code alone, so the bounds go in as -D flags.
-    defs="-DCHUNK_AT_OPEN $([ "$variant" = - ] || echo "$variant") $KVXT_SPIN_DEFS $(for b in $bounds; do printf -- '-D%s ' "$b"; done)"
+    defs="-DCHUNK_AT_OPEN $([ "$variant" = - ] || [ "$variant" = cycles ] || echo "$variant") $KVXT_SPIN_DEFS $(for b in $bounds; do printf -- '-D%s ' "$b"; done)"
     if [ -f "$d/room.pml.trail" ]; then
         cp "$model" "$d/room.pml"
         # shellcheck disable=SC2086
