@@ -49,9 +49,9 @@
  *                         instance's room concludes with the decode's word
  *                         (AGREED, VERDICT), or FAILED when none can come
  *                         (cut off) or after 10 peer timeouts (room_tick)
- *   CONTRIB/MAYCON        agree_sample(), sender_may_conclude() (a decode
- *                         rank lost after every page was delivered: wait for
- *                         the decode's outcome)
+ *   CONTRIB/MAYCON        agree_sample(), sender_may_conclude() (a failed
+ *                         rank waits for the decode's word, also when a
+ *                         decode rank is lost; a held verdict counts FAILED)
  *   HEARD/CUTOFF          agree_heard(), sender_cut_off(): what a prefill
  *                         rank heard of the decode's outcome (phase A's
  *                         second MIN)
