@@ -1,9 +1,64 @@
 /*
- * kvx.h - the whole public interface of kvx.
+ * kvx.h - the public interface of kvx (with <kvx/config.h> and
+ * <kvx/topo.h>, the introspection for tools, which it includes).
  *
  * kvx moves the KV cache of LLM requests ("rooms") from prefill ranks to
  * decode ranks of one MPI job, and makes every rank that took part agree on
  * how each room ended and why. MPI carries the control plane, UCX the pages.
+ *
+ * The life of one request (examples/minimal/minimal.c, in this order):
+ *
+ *   every rank     kvx_ctx_create(world, &params, &ctx, &why)    collective over world
+ *   decode ranks   kvx_room_recv_open(ctx, id, prefill_instance, pages, n, aux_slot)
+ *   prefill ranks  kvx_room_send_open(ctx, id, decode_instance, n)
+ *                  kvx_room_send_chunk(ctx, id, pages, k, aux, aux_len)
+ *                      once per chunk, as soon as prefill computed it; the
+ *                      last chunk may carry the aux payload
+ *   every rank     kvx_agree_start(ctx, ids, m, &round)          collective over the TP ranks
+ *                  kvx_agree_test(round, out) until not KVX_INPROGRESS (never blocks)
+ *                  kvx_agree_free(round)
+ *                      rounds from the scheduler loop until out[] says the
+ *                      room is agreed SUCCESS or FAILED
+ *   on FAILED      kvx_room_failure(ctx, id, &why)               the root cause, alike on every
+ * rank decode         kvx_room_aux(ctx, id, buf, len, &len)         on SUCCESS; the pages are
+ * complete every rank     kvx_room_close(ctx, id)                       KVX_ERR_BUSY: call again
+ * later every rank     kvx_ctx_destroy(ctx)                          collective over the live ranks
+ *
+ * Threads and MPI.
+ *  - MPI must be initialized before kvx_ctx_create() and finalized after
+ *    kvx_ctx_destroy(). Each context runs a progress thread that moves the
+ *    pages; it never calls MPI.
+ *  - kvx calls MPI only from the application thread inside
+ *    kvx_ctx_create(), kvx_ctx_destroy(), kvx_agree_start(),
+ *    kvx_agree_test() and kvx_agree_wait() (and MPI_Get_library_version
+ *    in kvx_versions()). MPI's thread level must allow that thread to call
+ *    MPI: MPI_Init (MPI_THREAD_SINGLE, as Open MPI gives it) or
+ *    MPI_THREAD_FUNNELED when these calls are made from the thread that
+ *    initialized MPI; MPI_THREAD_SERIALIZED when they are made from another
+ *    thread, never at the same time as another MPI call of the process;
+ *    MPI_THREAD_MULTIPLE when other threads call MPI meanwhile.
+ *    kvx_ctx_create() checks what it can: called from a thread that is not
+ *    MPI's main thread under SINGLE or FUNNELED it fails with KVX_ERR_MPI,
+ *    naming the level, on every rank.
+ *  - Collective calls: kvx_ctx_create() (every rank of world),
+ *    kvx_ctx_destroy() (every live rank), kvx_agree_start() (every TP rank
+ *    of the instance, rounds in the same order). Everything else is local.
+ *  - Room calls (kvx_room_*) are thread safe and never block on the
+ *    network: several threads may drive rooms at once, against the
+ *    progress thread. So are the functions whose comment says so (names,
+ *    formatters, kvx_ctx_identity(), ...).
+ *
+ * CUDA streams (KV pools in CUDA memory, kvx_mem_type_t).
+ *  - kvx makes every CUDA copy on its progress thread, on a stream of its
+ *    own; it makes no CUDA call in the application's threads, except that
+ *    kvx_ctx_create() and kvx_ctx_destroy() leave cuda_device the calling
+ *    thread's current device.
+ *  - Nothing orders kvx's reads after the application's kernels: the work
+ *    that writes a chunk's pages must have completed (cudaStreamSynchronize
+ *    or cudaEventSynchronize) before kvx_room_send_chunk(), and the pages
+ *    must not change while the room moves them.
+ *  - On the decode, the pages of a SUCCESS room are complete in device
+ *    memory: any stream may read them.
  *
  * Conventions:
  *  - Every function returns a kvx_status_t unless said otherwise: KVX_OK (0),
@@ -63,7 +118,8 @@ extern "C" {
     X(ERR_QUARANTINED, -24, "pages quarantined")                             \
     X(ERR_UNSUPPORTED, -25, "not supported")                                 \
     X(ERR_IO, -26, "I/O error")                                              \
-    X(ERR_INTERNAL, -27, "internal error")
+    X(ERR_INTERNAL, -27, "internal error")                                   \
+    X(ERR_OUT_OF_STEP, -28, "TP ranks of an instance out of step")
 
 typedef enum kvx_status {
 #define KVX_STATUS_ENUM_(name, value, msg) KVX_##name = value,
@@ -165,6 +221,22 @@ typedef struct kvx_failure {
  *         means it was truncated. Thread safe.
  */
 KVX_API int kvx_failure_format(const kvx_failure_t *failure, char *buf, size_t len);
+
+/**
+ * Why the last kvx call of this thread that returned an error refused, with
+ * the sentence kvx logged (like errno: calls that succeed leave it as it
+ * was). Every room call (kvx_room_*) and agreement call (kvx_agree_*) that
+ * returns a negative status records it; kvx_ctx_create(), kvx_topo_*() and
+ * kvx_config_check() give their reason through their reason_p parameter.
+ * For example, after kvx_room_recv_open() returned KVX_ERR_BUSY, text reads
+ * "page 6 (index 1) is held by room 9700, which is still open".
+ *
+ * @param failure_p  optional; the record (status, room_id when has_room,
+ *                   the origin -- this rank --, text)
+ * @return the status of that call, or KVX_OK when no call of this thread
+ *         has failed yet. Thread safe (one record per thread).
+ */
+KVX_API kvx_status_t kvx_last_error(kvx_failure_t *failure_p);
 
 /* ------------------------------------------------------------------------ */
 /* Contexts                                                                 */
@@ -342,6 +414,24 @@ typedef struct kvx_ctx_params {
     /** Fault-injection rules in the KVX_FAULT syntax (kvx_fault_syntax()),
      *  applied with those of KVX_FAULT; NULL for none. */
     const char *fault;
+    /** Bytes from the start of one page to the start of the next in every
+     *  (layer, component) buffer; 0 (the default) means
+     *  kvx_ctx_page_bytes(): pages back to back. A larger stride describes
+     *  pools whose buffers interleave page by page, without copying:
+     *   - K and V in each block, [num_blocks, 2, block_size, kv_heads,
+     *     head_dim] per layer (vLLM's FlashInfer layout; page_layout NHD):
+     *     buffers[2l] = layer l's base, buffers[2l + 1] = base + page_bytes,
+     *     page_stride = 2 * page_bytes;
+     *   - all layers in one tensor, [num_blocks, layers, 2, ...]: buffer
+     *     (l, c) at base + (2l + c) * page_bytes, page_stride = layers * 2 *
+     *     page_bytes.
+     *  Each buffer then spans (num_pages - 1) * page_stride + page_bytes
+     *  bytes (kvx_ctx_kv_buffer()'s length). Only with buffers (not slab, not
+     *  a pool kvx allocates) and the HND or NHD page layout; at least the
+     *  page's bytes; the same on every rank of an instance (the other
+     *  instances may use another stride). Otherwise creation fails with
+     *  KVX_ERR_INVALID_PARAM and the reason. */
+    size_t page_stride;
 } kvx_ctx_params_t;
 
 /** Sets every field of params to its default (no pages, HND, bf16, host). */
@@ -472,10 +562,135 @@ KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
 
 /* ------------------------------------------------------------------------ */
 /* Rooms: one request's transfer from one prefill to one decode instance.    */
-/* Rooms are named by caller-chosen 64-bit ids. A room id may be reused once */
-/* its room is closed. All room calls are thread safe and never block on the */
+/* Rooms are named by caller-chosen 64-bit ids (see the scheduler contract   */
+/* below for reuse). All room calls are thread safe and never block on the   */
 /* network.                                                                  */
 /* ------------------------------------------------------------------------ */
+
+/*
+ * The scheduler contract. Every TP rank of an instance runs the same
+ * scheduler; kvx makes all of them -- and the TP ranks of the other instance
+ * of the room -- end each room the same way, with one reason. What the
+ * scheduler must do, and what kvx does when it does not:
+ *
+ * 1. One request is one room id, used on every TP rank of both instances:
+ *      decode:  kvx_room_recv_open(id, prefill_instance, pages, n, aux_slot)
+ *      prefill: kvx_room_send_open(id, decode_instance, n), then
+ *               kvx_room_send_chunk(id, ...) per chunk; the last chunk carries
+ *               the aux payload (the first decoded token), the same bytes on
+ *               every prefill TP rank
+ *      both:    agreement rounds until the room is agreed, then
+ *               kvx_room_close(id) (decode: until it is not KVX_ERR_BUSY)
+ *    Either side may open first. The opens of one id on the TP ranks of an
+ *    instance need not be at the same time, but every TP rank must open it:
+ *    a room some TP rank has not opened within KVX_TP_TIMEOUT (30 s) of
+ *    another opening it concludes FAILED on every rank of both instances
+ *    that holds it, with one record: KVX_ERR_OUT_OF_STEP "decode[0].tp1
+ *    (rank 3) never opened room 7, or closed it before its instance agreed:
+ *    ...", its origin the rank that lacks the room. A decode instance
+ *    concludes it at once and tells the prefill; a prefill instance tells
+ *    the decode ranks, and concludes with the decode instance's agreed
+ *    FAILED, which carries that record (both within a few KVX_TP_TIMEOUT,
+ *    not at KVX_BOOTSTRAP_TIMEOUT of a decode rank waiting for the pages of
+ *    the prefill rank that lacks the room). A prefill TP rank that opens the
+ *    room later concludes it with the same record (the decode's verdict
+ *    waits for it).
+ *
+ * 2. Local state versus agreed state. kvx_room_poll() is this rank's view;
+ *    only an agreed outcome (kvx_agree_test() with status KVX_OK and state
+ *    SUCCESS or FAILED, or kvx_room_info().agreed) is the same on every TP
+ *    rank. Act on the agreed outcome: start decoding, free the request, reply
+ *    to the client. A room locally SUCCESS may still be agreed FAILED (a
+ *    sibling failed it; the TP ranks hold different aux; see 5).
+ *
+ * 3. Rounds: one at a time, the same sequence on every TP rank. A round is a
+ *    collective over the instance's TP ranks: each must start the same rounds
+ *    in the same order (their lists of room ids may differ). Start rounds on
+ *    a schedule all TP ranks share (every iteration of a loop they all run,
+ *    not "while I have rooms"). A rank that starts a round its siblings
+ *    never start waits in it; when the ranks' counts of rounds differ and
+ *    none moved for KVX_TP_TIMEOUT, the instance is broken on all its ranks:
+ *    the round ends with KVX_ERR_OUT_OF_STEP ("tp0 is in round 13, tp1 in
+ *    round 12"), every room not agreed concludes as after a lost sibling
+ *    (decode: FAILED with that reason, told to the prefill) and every later
+ *    round ends at once with that status. Build a new context to continue.
+ *
+ * 4. Closing. Close a room once it is agreed. A room closed before its
+ *    instance agreed (a room not yet SUCCESS or FAILED is aborted by the
+ *    close) still takes part in the next rounds with its final state, so its
+ *    siblings conclude it: closing early never leaves a sibling waiting. A
+ *    decode room's pages are the application's once kvx_room_close() returns
+ *    KVX_OK, never when it returns KVX_ERR_QUARANTINED. A page is granted to
+ *    one open room at a time: kvx_room_recv_open() refuses a page another
+ *    open room, or a quarantined room, holds (KVX_ERR_BUSY, KVX_ERR_QUARANTINED:
+ *    "page 6 (index 1) is held by room 9700, which is still open").
+ *
+ * 5. Aux under TP. Every prefill TP rank passes the same aux on its last
+ *    chunk; each decode TP rank receives it from one of them. The decode
+ *    instance compares what its ranks hold when it agrees: a room whose
+ *    decode TP ranks hold different aux (or some none) is agreed FAILED,
+ *    KVX_ERR_AUX, naming both ranks, what each holds and from which prefill
+ *    rank.
+ *
+ * 6. Id reuse. An id may be opened again on a rank once the rank closed its
+ *    room, even while the other instance still holds its own: a decode rank
+ *    may close an agreed room and open the id again at once; the new grant is
+ *    kept by each prefill rank until it closes its old room and opens the id
+ *    again (or, when it never does, fails at KVX_BOOTSTRAP_TIMEOUT). On the
+ *    TP ranks of one instance, open an id again only after the instance
+ *    agreed its previous room (rounds name rooms by id).
+ *
+ * 7. Reasons. Every refused call returns a status and leaves the sentence
+ *    kvx logged in kvx_last_error(); every failed room has its root cause in
+ *    kvx_room_failure(), the same on every rank of both instances.
+ *
+ * The decode instance's outcome is the request's: a prefill instance
+ * concludes a room SUCCESS only once the decode instance agreed it SUCCESS
+ * (every page landing on every decode rank is not enough: the decode may
+ * still agree FAILED -- aux differs, rounds out of step, a decode rank lost
+ * before its round), and FAILED with the decode's root cause. A room SUCCESS
+ * on the prefill that hears no word of the decode instance for 10 times
+ * KVX_PEER_TIMEOUT (a decode instance that runs no agreement rounds) is
+ * agreed FAILED by the prefill, KVX_ERR_TIMEOUT "no word from decode[0]
+ * about room 7 for 10 x KVX_PEER_TIMEOUT (15.0 s): ...", and the decode
+ * ranks are told: a decode instance that agrees the room later agrees it
+ * FAILED with that record (only one that agreed SUCCESS before the record
+ * reached it keeps SUCCESS). A failed prefill room waits as long for the
+ * decode's verdict, then concludes with its own record.
+ *
+ * A scheduler loop of one TP rank (all TP ranks of the instance run it; on
+ * the prefill, send_open and send_chunk take the place of recv_open):
+ *
+ *   for (;;) {
+ *       while (queue_pop(&req))                       // same order on every TP rank
+ *           if (kvx_room_recv_open(ctx, req.id, req.prefill, req.pages,
+ *                                  req.npages, req.aux_slot) != KVX_OK) {
+ *               kvx_last_error(&why);                 // why.text: the reason
+ *               reply_error(req.id, why.text);
+ *           } else
+ *               live[n++] = req.id;
+ *       kvx_agree_start(ctx, live, n, &round);        // every iteration, on every rank
+ *       while (kvx_agree_test(round, out) == KVX_INPROGRESS)
+ *           do_other_work();
+ *       kvx_agree_free(round);
+ *       for (size_t i = 0; i < n; i++) {
+ *           if (out[i].status != KVX_OK ||
+ *               (out[i].state != KVX_ROOM_SUCCESS && out[i].state != KVX_ROOM_FAILED))
+ *               continue;                             // not agreed yet
+ *           if (out[i].state == KVX_ROOM_SUCCESS)
+ *               start_decoding(live[i]);              // pages and aux are complete
+ *           else {
+ *               kvx_room_failure(ctx, live[i], &why);
+ *               reply_error(live[i], why.text);
+ *           }
+ *           if (kvx_room_close(ctx, live[i]) == KVX_ERR_BUSY)
+ *               continue;                             // drains: close it next time
+ *           live[i] = live[n - 1];                    // forget it: swap in the last
+ *           out[i] = out[--n];
+ *           i--;
+ *       }
+ *   }
+ */
 
 /**
  * Decode side: opens a room that receives into the given pages and aux slot,
@@ -490,9 +705,15 @@ KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
  * @param aux_slot  aux slot to receive into, or -1 for none
  * @return KVX_OK; KVX_ERR_ROOM_EXISTS (id still open), KVX_ERR_PAGE_RANGE,
  *         KVX_ERR_INVALID_PARAM (npages 0, duplicate page, aux slot out of
- *         range, wrong role, unknown instance), KVX_ERR_KV_MISMATCH (the pair
- *         is unusable; nothing is opened), KVX_ERR_NO_MEMORY,
- *         KVX_ERR_INVALID_HANDLE. On error nothing is opened or written.
+ *         range, wrong role, unknown instance), KVX_ERR_BUSY (a page is
+ *         granted to another room still open here: "page 6 (index 1) is held
+ *         by room 9700, which is still open"; a page is held from this open
+ *         until kvx_room_close() of its room returns KVX_OK),
+ *         KVX_ERR_QUARANTINED (a page of a room whose close returned
+ *         KVX_ERR_QUARANTINED: never granted again); the same for the aux
+ *         slot ("aux slot 3 is held by room 9700, which is still open"), KVX_ERR_KV_MISMATCH (the
+ * pair is unusable; nothing is opened), KVX_ERR_NO_MEMORY, KVX_ERR_INVALID_HANDLE. On error nothing
+ * is opened or written.
  */
 KVX_API kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t room_id, int prefill_instance,
                                         const uint32_t *pages, size_t npages, int64_t aux_slot);
@@ -516,7 +737,8 @@ KVX_API kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t room_id, int de
  * @return KVX_OK; KVX_ERR_TOO_MANY_PAGES (more than announced),
  *         KVX_ERR_PAGE_RANGE, KVX_ERR_AUX (aux too large or on a chunk that is
  *         not the last), KVX_ERR_STATE (room already FAILED or complete),
- *         KVX_ERR_NO_ROOM, KVX_ERR_INVALID_PARAM, KVX_ERR_INVALID_HANDLE.
+ *         KVX_ERR_NO_ROOM, KVX_ERR_INVALID_PARAM (also: aux NULL with aux_len
+ *         > 0), KVX_ERR_INVALID_HANDLE.
  *         A rejected chunk writes nothing; the room stays as it was.
  */
 KVX_API kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t room_id, const uint32_t *pages,
@@ -622,13 +844,18 @@ typedef struct kvx_agree kvx_agree_t;
 typedef struct kvx_agreed {
     /** KVX_OK: state is agreed by every TP rank of this instance;
      *  KVX_INPROGRESS: not every TP rank holds the room yet (state is this
-     *  rank's own); KVX_ERR_NO_ROOM: this rank holds no such room. */
+     *  rank's own), or the round is still in progress (kvx_agree_test()
+     *  returned KVX_INPROGRESS: every entry reads so, state BOOTSTRAPPING);
+     *  KVX_ERR_NO_ROOM: this rank holds no such room. A view is only what
+     *  kvx_agree_test() wrote: zeroed memory is not one (it would read
+     *  "agreed FAILED"); initialize with KVX_AGREED_INIT when in doubt. */
     kvx_status_t status;
     /** The agreed state: the minimum over the instance's TP ranks (FAILED
      *  when any rank failed the room, SUCCESS only when all succeeded). A
      *  SUCCESS or FAILED agreed once is final. One exception keeps the two
      *  instances agreeing: once a prefill rank has delivered every page, the
-     *  decode instance decides. If a decode rank is lost after that, the
+     *  decode instance decides -- a prefill room is agreed SUCCESS only after
+     *  the decode instance agreed it SUCCESS. If a decode rank is lost after that, the
      *  prefill ranks wait for the decode instance's outcome from a decode
      *  rank still there (it may have agreed SUCCESS before the loss) and
      *  conclude SUCCESS with it, even on a rank whose room failed by the
@@ -636,6 +863,12 @@ typedef struct kvx_agreed {
      *  the room can hear from any decode rank of it. */
     kvx_room_state_t state;
 } kvx_agreed_t;
+
+/** A view that reads "not agreed" (for arrays filled by kvx_agree_test()). */
+#define KVX_AGREED_INIT                        \
+    {                                          \
+        KVX_INPROGRESS, KVX_ROOM_BOOTSTRAPPING \
+    }
 
 /**
  * Starts a round of agreement. Collective over the instance's TP ranks: every
@@ -645,9 +878,15 @@ typedef struct kvx_agreed {
  * some room failed, one reduction that chooses each failed room's root cause
  * (earliest stage, then lowest origin rank) and hands it to every rank; plus,
  * only when rooms were opened since the last round, one MPI_Iallgather that
- * gives them a common place in the state vector. A room some TP rank does not
- * hold is not agreed yet. An agreed FAILED also fails the room on ranks where
- * it was still in flight (their peers are told).
+ * gives them a common place in the state vector (with, per room, whether this
+ * rank has held it for more than KVX_TP_TIMEOUT). A room some TP rank does not
+ * hold is not agreed yet; once a rank has held it for KVX_TP_TIMEOUT it is
+ * agreed FAILED on every rank that holds it (KVX_ERR_OUT_OF_STEP, naming the
+ * lowest TP rank that lacks it). On a decode instance under TP each SUCCESS
+ * room's aux row is compared too (two more ints per room in the first
+ * reduction): different aux agrees the room FAILED (KVX_ERR_AUX, naming both
+ * ranks and what each holds). An agreed FAILED also fails the room on ranks
+ * where it was still in flight (their peers are told).
  *
  * Never blocks: drive it with kvx_agree_test() from the scheduler loop. Calls
  * MPI from the calling thread only.
@@ -662,7 +901,10 @@ typedef struct kvx_agreed {
  * instance's word, which is whole and decides: SUCCESS when it agreed
  * SUCCESS, else FAILED with its root cause -- or FAILED on this rank's own
  * when no decode rank of the room is left, or after 10 KVX_PEER_TIMEOUTs.
- * Keep calling until every room is reported agreed.
+ * Keep calling until every room is reported agreed. An instance whose TP
+ * ranks started different numbers of rounds, none moving for KVX_TP_TIMEOUT,
+ * is broken the same way, with KVX_ERR_OUT_OF_STEP as the reason ("tp0 is in
+ * round 13, tp1 in round 12"), on all its ranks (see the scheduler contract).
  *
  * @return KVX_OK; KVX_ERR_BUSY (a round is in progress); KVX_ERR_NO_MEMORY;
  *         KVX_ERR_INVALID_PARAM; KVX_ERR_INVALID_HANDLE.
@@ -675,11 +917,13 @@ KVX_API kvx_status_t kvx_agree_start(kvx_ctx_t *ctx, const uint64_t *rooms, size
  * rooms[i], and for a room agreed FAILED kvx_room_failure() returns the agreed
  * root cause (the same on every TP rank, with count = the TP ranks that had
  * failed it).
- * @param out  n entries, written when the round is done
+ * @param out  n entries, written when the round is done; while it is in
+ *             progress, every entry reads status KVX_INPROGRESS
  * @return KVX_OK (done), KVX_INPROGRESS, KVX_ERR_PEER_LOST (done, but a TP
  *         sibling is lost: out holds the outcomes concluded since -- see
  *         kvx_agree_start(); a room still waiting for the decode's word is
- *         KVX_INPROGRESS), KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
+ *         KVX_INPROGRESS), KVX_ERR_OUT_OF_STEP (done the same way: the TP
+ *         ranks started different rounds), KVX_ERR_MPI, KVX_ERR_INVALID_PARAM.
  */
 KVX_API kvx_status_t kvx_agree_test(kvx_agree_t *agree, kvx_agreed_t *out);
 
@@ -694,38 +938,6 @@ KVX_API kvx_status_t kvx_agree_free(kvx_agree_t *agree);
  * as a help text. Rules are separated by ';', fields by ','.
  */
 KVX_API const char *kvx_fault_syntax(void);
-
-/* ------------------------------------------------------------------------ */
-/* Configuration: every KVX_* environment variable, one row each.             */
-/* ------------------------------------------------------------------------ */
-
-/** One configuration variable, as kvx-info -c prints it. */
-typedef struct kvx_config_var {
-    const char *name;          /**< "KVX_TRANSFER_TIMEOUT" */
-    const char *type;          /**< "time", "size", "int", "bool", "enum", "list", "string" */
-    const char *default_value; /**< as text */
-    const char *accepted;      /**< the accepted form ("300s, 500ms, 1.5s", "none|cpu|cpu+mem") */
-    const char *help;          /**< one sentence */
-    const char *value;         /**< the value in this process's environment, or NULL */
-} kvx_config_var_t;
-
-/** Number of configuration variables. Thread safe. */
-KVX_API size_t kvx_config_count(void);
-
-/**
- * The index-th configuration variable.
- * @return KVX_OK, or KVX_ERR_INVALID_PARAM when index >= kvx_config_count()
- *         or var_p is NULL.
- */
-KVX_API kvx_status_t kvx_config_var(size_t index, kvx_config_var_t *var_p);
-
-/**
- * Parses every KVX_* variable of this process's environment as a context
- * would, and warns (through the logger) about unknown KVX_* names.
- * @param reason_p  optional; on KVX_ERR_CONFIG, which variable and why
- * @return KVX_OK or KVX_ERR_CONFIG.
- */
-KVX_API kvx_status_t kvx_config_check(kvx_failure_t *reason_p);
 
 /* ------------------------------------------------------------------------ */
 /* Versions.                                                                */
@@ -747,148 +959,56 @@ typedef struct kvx_versions {
 KVX_API kvx_status_t kvx_versions(kvx_versions_t *versions_p);
 
 /* ------------------------------------------------------------------------ */
-/* Topology: the GPUs and NICs of a node and the NICs each GPU uses.        */
+/* Bindings: entry points for languages that are not compiled against mpi.h. */
 /* ------------------------------------------------------------------------ */
 
 /**
- * How far a GPU is from a NIC, with the meanings of `nvidia-smi topo -m`,
- * nearest first, so that a smaller value is a better path.
+ * kvx_ctx_create() with the communicator given as its Fortran handle, the
+ * integer every MPI library converts with MPI_Comm_f2c() (mpi4py:
+ * comm.py2f()). An MPI_Comm is a pointer in Open MPI and an int in MPICH,
+ * so a binding that guesses its C type can crash inside kvx_ctx_create();
+ * the Fortran handle has one type everywhere. Collective over world, with
+ * the statuses and reasons of kvx_ctx_create() (KVX_ERR_MPI when MPI is not
+ * initialized, KVX_ERR_INVALID_PARAM for the handle of MPI_COMM_NULL).
  */
-typedef enum kvx_topo_path {
-    KVX_TOPO_PATH_PIX = 0, /**< through at most one PCIe switch */
-    KVX_TOPO_PATH_PXB,     /**< through several PCIe bridges, no host bridge */
-    KVX_TOPO_PATH_PHB,     /**< through a PCIe host bridge (the CPU) */
-    KVX_TOPO_PATH_NODE,    /**< between host bridges of one NUMA node */
-    KVX_TOPO_PATH_SYS      /**< across NUMA nodes (the SMP interconnect) */
-} kvx_topo_path_t;
+KVX_API kvx_status_t kvx_ctx_create_f(MPI_Fint world, const kvx_ctx_params_t *params,
+                                      kvx_ctx_t **ctx_p, kvx_failure_t *reason_p);
 
-/** "PIX", "PXB", "PHB", "NODE", "SYS"; "?" for another value. Thread safe. */
-KVX_API const char *kvx_topo_path_name(kvx_topo_path_t path);
-
-/** A node's topology as kvx sees it (opaque). */
-typedef struct kvx_topo kvx_topo_t;
+/** kvx_ctx_tp_comm() as a Fortran handle (mpi4py: MPI.Comm.f2py()); the
+ *  handle of MPI_COMM_NULL for an invalid handle. Thread safe. */
+KVX_API MPI_Fint kvx_ctx_tp_comm_f(kvx_ctx_t *ctx);
 
 /**
- * One NIC, as kvx uses it: a port of an RDMA (OpenFabrics) device, or, on a
- * node without any RDMA device, a TCP network interface.
- */
-typedef struct kvx_topo_nic {
-    char name[64];     /**< device: "mlx5_0", "rdmap79s0", "eth0" */
-    unsigned port;     /**< RDMA port (1, 2, ...); 0 for a TCP interface */
-    int tcp;           /**< 1 for a TCP interface */
-    char ucx_name[80]; /**< as UCX_NET_DEVICES names it: "mlx5_0:1", "eth0" */
-    char busid[32];    /**< its PCI device, "0000:4f:00.0"; "" when not on PCI */
-    int numa;          /**< OS index of its NUMA node; -1 for none or several */
-} kvx_topo_nic_t;
-
-/** One GPU (an NVIDIA PCI display or 3D controller) and the NICs it uses. */
-typedef struct kvx_topo_gpu {
-    char busid[32];             /**< "0000:53:00.0": lower case, full domain */
-    char model[96];             /**< the PCI device name when known, else "" */
-    int numa;                   /**< OS index of its NUMA node; -1 for none or several */
-    char cpuset[512];           /**< its local CPUs as a list, "0-47" */
-    size_t nic_count;           /**< NICs it uses: kvx_topo_gpu_nic() lists them */
-    kvx_topo_path_t path;       /**< path class to those NICs (the farthest of them) */
-    int gdr_advised;            /**< 1 when path is PIX or PXB (GPUDirect RDMA pays) */
-    int overridden;             /**< 1 when KVX_GPU_NIC_MAP or KVX_NET_DEVICES chose */
-    char ucx_net_devices[1024]; /**< UCX_NET_DEVICES for a rank on this GPU */
-    char reason[256];           /**< one sentence: why these NICs */
-} kvx_topo_gpu_t;
-
-/** What one rank uses: its NICs and where it is bound. */
-typedef struct kvx_topo_choice {
-    int gpu;                    /**< index of its GPU (kvx_topo_gpu()), -1 for none */
-    char ucx_net_devices[1024]; /**< UCX_NET_DEVICES; "" when the node has no NIC */
-    kvx_topo_path_t path;       /**< from its GPU; without a GPU, NODE when the NIC
-                                     is near the rank's NUMA node, SYS when not */
-    int numa;                   /**< NUMA node near the rank (OS index), -1 if unknown */
-    char cpuset[512];           /**< CPUs near the rank as a list, "" if unknown */
-    int gdr_advised;            /**< 1 when the GPU's path is PIX or PXB */
-    char reason[256];           /**< one sentence: why these NICs */
-} kvx_topo_choice_t;
-
-/**
- * Discovers a node's GPUs and NICs, classes every GPU-NIC path and assigns
- * each GPU its closest NICs, balanced over the GPUs that share them and the
- * same on every rank. KVX_NET_DEVICES and KVX_GPU_NIC_MAP replace the
- * automatic choice. Binds nothing and sets no environment variable.
+ * What a rank of an instance of TP tp_size will hold, before any context
+ * exists, so that an engine can size and allocate its KV pool first: the
+ * same numbers kvx_ctx_heads() and kvx_ctx_page_bytes() give afterwards.
  *
- * @param xml_path  an hwloc XML topology (`lstopo --of xml`) to read instead
- *                  of this machine; NULL means KVX_TOPO_XML when it is set,
- *                  else this machine
- * @param topo_p    the topology, to be freed with kvx_topo_destroy()
- * @param reason_p  optional; on error, what was wrong, in one sentence
- * @return KVX_OK; KVX_ERR_TOPO when the topology cannot be read (missing or
- *         malformed XML); KVX_ERR_CONFIG when a KVX_* variable is malformed or
- *         names a GPU or NIC the topology does not have; KVX_ERR_NO_MEMORY;
- *         KVX_ERR_INVALID_PARAM when topo_p is NULL.
- * Not collective. Thread safe (touches nothing shared).
+ * @param kv            the model's KV geometry (validated as by kvx_ctx_create())
+ * @param tp_size       the instance's TP size
+ * @param tp_rank       the rank's TP rank, 0 <= tp_rank < tp_size
+ * @param first_head_p  optional; the first model KV head the rank holds
+ * @param heads_p       optional; how many KV heads it holds (replicated
+ *                      heads when tp_size exceeds kv_heads; MLA: 1)
+ * @param page_bytes_p  optional; bytes of one page of one (layer, component)
+ * @param reason_p      optional; on error, which value is wrong
+ * @return KVX_OK or KVX_ERR_INVALID_PARAM. Not collective; needs no MPI;
+ *         thread safe.
  */
-KVX_API kvx_status_t kvx_topo_create(const char *xml_path, kvx_topo_t **topo_p,
-                                     kvx_failure_t *reason_p);
-
-/** Frees a topology; NULL is allowed. */
-KVX_API void kvx_topo_destroy(kvx_topo_t *topo);
-
-/** "this machine", or the XML file it was read from; never NULL. */
-KVX_API const char *kvx_topo_source(const kvx_topo_t *topo);
-
-/** Number of GPUs, in PCI bus id order (CUDA_DEVICE_ORDER=PCI_BUS_ID). */
-KVX_API size_t kvx_topo_gpu_count(const kvx_topo_t *topo);
-
-/** Number of NICs, in PCI bus id order, then name, then port. */
-KVX_API size_t kvx_topo_nic_count(const kvx_topo_t *topo);
-
-/**
- * The index-th GPU.
- * @return KVX_OK, or KVX_ERR_INVALID_PARAM for a bad index or NULL pointer.
- */
-KVX_API kvx_status_t kvx_topo_gpu(const kvx_topo_t *topo, size_t index, kvx_topo_gpu_t *gpu_p);
-
-/**
- * The i-th NIC a GPU uses, in the order it uses them, as an index for
- * kvx_topo_nic().
- * @return KVX_OK, or KVX_ERR_INVALID_PARAM for a bad index or NULL pointer.
- */
-KVX_API kvx_status_t kvx_topo_gpu_nic(const kvx_topo_t *topo, size_t gpu, size_t i, size_t *nic_p);
-
-/**
- * The index-th NIC.
- * @return KVX_OK, or KVX_ERR_INVALID_PARAM for a bad index or NULL pointer.
- */
-KVX_API kvx_status_t kvx_topo_nic(const kvx_topo_t *topo, size_t index, kvx_topo_nic_t *nic_p);
-
-/**
- * The path class between a GPU and a NIC.
- * @return KVX_OK, or KVX_ERR_INVALID_PARAM for a bad index or NULL pointer.
- */
-KVX_API kvx_status_t kvx_topo_path(const kvx_topo_t *topo, size_t gpu, size_t nic,
-                                   kvx_topo_path_t *path_p);
-
-/**
- * What one rank would use: the NICs of its GPU, or, for a rank without a
- * GPU, a NIC near its NUMA node (then its package), spread over the ranks of
- * the node by local_rank. Binds nothing.
- *
- * @param gpu_busid   the rank's GPU, as cudaDeviceGetPCIBusId or nvidia-smi
- *                    write it ("0000:53:00.0", "00000000:53:00.0", any case);
- *                    NULL or "" for a rank without a GPU
- * @param local_rank  the rank's index among the ranks of its node (>= 0)
- * @param choice_p    the choice
- * @param reason_p    optional; on error, why
- * @return KVX_OK; KVX_ERR_INVALID_PARAM for a malformed bus id or a negative
- *         local_rank; KVX_ERR_TOPO when the GPU is not in the topology.
- * Thread safe.
- */
-KVX_API kvx_status_t kvx_topo_choose(const kvx_topo_t *topo, const char *gpu_busid, int local_rank,
-                                     kvx_topo_choice_t *choice_p, kvx_failure_t *reason_p);
+KVX_API kvx_status_t kvx_kv_rank_shape(const kvx_kv_layout_t *kv, int tp_size, int tp_rank,
+                                       unsigned *first_head_p, unsigned *heads_p,
+                                       size_t *page_bytes_p, kvx_failure_t *reason_p);
 
 /* ------------------------------------------------------------------------ */
-/* End of topology.                                                          */
+/* End of bindings.                                                          */
 /* ------------------------------------------------------------------------ */
 
 #ifdef __cplusplus
 }
 #endif
+
+/* The introspection interfaces, for tools; part of the API as well. */
+#include <kvx/config.h>
+#include <kvx/topo.h>
+#include <kvx/stats.h> /* counters, health, Prometheus text */
 
 #endif /* KVX_H */

@@ -30,11 +30,16 @@ build=$top/build
 # the fuzzer of tests/fuzz/; valgrind runs the memcheck tests; jq reads
 # kvx-demo's JSON summary in its tests; gnuplot-nox draws kvx-bench --plot
 # (and the bench_* cases check the plot when it is there); spin checks the
-# room protocol model of tests/model/.
+# room protocol model of tests/model/; libudev-dev lets
+# `pkg-config --static --libs kvx` resolve hwloc's private -ludev; doxygen
+# writes the API man pages kvx_*(3); libjansson-dev lets kvx-demo --trace
+# read JSON-lines traces; python3-dev builds the kvx Python package
+# (python/kvx), and mpi4py, numpy, torch (CPU) and pytest run its tests.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
 slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
-clang libclang-rt-14-dev valgrind jq gnuplot-nox spin"
+clang libclang-rt-14-dev valgrind jq gnuplot-nox spin libudev-dev doxygen libjansson-dev \
+python3-dev python3-mpi4py python3-numpy python3-torch python3-pytest"
 
 missing=
 for p in $packages; do
@@ -71,7 +76,7 @@ make -j"$(nproc)"
 case $mode in
 demo)
     # kvx-demo on 4 ranks through kvx-run: a prefill instance of TP 2 sends
-    # the KV of 200 requests to a decode instance of TP 2, in host memory;
+    # the KV of 150 requests to a decode instance of TP 2, in host memory;
     # rank 0 shows the progress, then the summary (kvx-demo --help: more).
     exec "$top/launch/kvx-run" --layout prefill:1x2,decode:1x2 -- "$build/examples/kvx-demo"
     ;;

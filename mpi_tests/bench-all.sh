@@ -1,12 +1,12 @@
 #!/bin/sh
-# bench-all.sh [OUTDIR] - runs every kvx-bench subcommand as BENCHMARKS.md
+# bench-all.sh [OUTDIR] - runs every kvx-bench subcommand as docs/perf/README.md
 # records it, from the build directory: ../mpi_tests/bench-all.sh /tmp/bench
 #
 # Each report goes to OUTDIR/SUB.txt, its rows to OUTDIR/SUB.json and its plot
 # to OUTDIR/SUB.png (when gnuplot is installed); the load average is
 # printed before and after each run. One run at a time, each bounded by
 # timeout (BENCH_TIMEOUT seconds, 900). Sizes are cut to what two shared
-# cores finish in minutes; BENCHMARKS.md records the command lines.
+# cores finish in minutes; docs/perf/README.md records the command lines.
 set -u
 out=${1:-bench-results}
 [ -x tools/kvx-bench ] || { echo "run from the build directory"; exit 2; }

@@ -14,8 +14,9 @@ fail() {
 }
 [ -s "$f" ] || fail "no $f was written"
 cat "$f"
-head -n 1 "$f" | grep -q "^{\"bench\": \"$sub\"" || fail "the JSON does not name the benchmark"
-grep -q '"ok": true' "$f" || fail "a correctness check failed"
+jq -e . "$f" >/dev/null || fail "$f is not JSON"
+[ "$(jq -r .bench "$f")" = "$sub" ] || fail "the JSON does not name the benchmark"
+[ "$(jq .ok "$f")" = true ] || fail "a correctness check failed"
 case $sub in
 put) keys="bytes kvx_gbps raw_gbps ratio" ;;
 pages) keys="scatter_pct gbps puts_per_room ratio" ;;
@@ -24,10 +25,10 @@ agree) keys="rooms tp failed_pct kvx_us allreduce_us ratio" ;;
 fault) keys="kind ms" ;;
 *) fail "unknown subcommand" ;;
 esac
-rows=$(grep -c '"check": "OK"' "$f")
+rows=$(jq '[.rows[] | select(.check == "OK")] | length' "$f")
 [ "$rows" -eq "$want" ] || fail "$rows rows passed, $want expected"
 for k in $keys; do
-    n=$(grep -c "\"$k\": " "$f")
+    n=$(jq --arg k "$k" '[.rows[] | select(has($k))] | length' "$f")
     [ "$n" -eq "$rows" ] || fail "member $k is in $n of $rows rows"
 done
 if command -v gnuplot >/dev/null 2>&1; then

@@ -1,16 +1,19 @@
 #!/bin/sh
-# check-demo-json.sh FILE ROOMS none|injected - the post step of the kvx-demo
+# check-demo-json.sh FILE ROOMS none|injected|lost - the post step of the kvx-demo
 # cases (mpi_tests/cases/demo_*.mpi): the summary kvx-demo --json wrote is
 # JSON with every key of the demo's schema, ROOMS rooms each of which
 # succeeded or failed, every rank agreed on every room, no byte differed,
-# bytes moved at a rate, and the failures are as expected: none, or some
+# bytes moved at a rate, kvx's counters (whose counts the summary prints)
+# matched every rank's own records, and the failures are as expected: none, or some
 # and every one injected (grouped by reason, origin and stage, counts adding
-# up to rooms_failed). Needs jq (a Debian package; launch/quickstart.sh
+# up to rooms_failed), or (lost) a rank died: it is named unreachable, the
+# rooms of its instance failed with KVX_ERR_PEER_LOST, and rooms with the
+# other instances kept succeeding after the loss. Needs jq (a Debian package; launch/quickstart.sh
 # installs it); without it the case is skipped.
 set -u
-file=${1:?usage: check-demo-json.sh FILE ROOMS none|injected}
-rooms=${2:?usage: check-demo-json.sh FILE ROOMS none|injected}
-expect=${3:?usage: check-demo-json.sh FILE ROOMS none|injected}
+file=${1:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
+rooms=${2:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
+expect=${3:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
 
 if ! command -v jq >/dev/null 2>&1; then
     echo "SKIP: jq is not installed (apt-get install jq; launch/quickstart.sh does)"
@@ -40,6 +43,9 @@ check "$rooms rooms, each succeeded or failed" \
 check "every rank of both instances agreed on every room" '.rooms_disagreed == 0'
 check "no byte mismatched" '.byte_mismatches == 0'
 check "bytes moved, at a rate" '.bytes > 0 and .gbps > 0'
+check "kvx's counters (kvx_ctx_stats) match every rank's own records; no more bytes verified than moved" \
+    '.counters.match == true and (.counters.mismatches | length) == 0 and
+     (.bytes_verified | type == "number") and (.bytes_verified <= .bytes or .counters.bytes_complete == false)'
 check "latency: 0 < p50 <= p99" '.latency_ms.p50 > 0 and .latency_ms.p50 <= .latency_ms.p99'
 check "failures grouped by reason, origin and stage; counts add up to rooms_failed" \
     'all(.failures[]; (.reason | type == "string") and (.origin | type == "string") and
@@ -48,8 +54,22 @@ check "failures grouped by reason, origin and stage; counts add up to rooms_fail
 case $expect in
 none) check "no room failed" '.rooms_failed == 0' ;;
 injected) check "rooms failed, every one injected" '.rooms_failed > 0 and all(.failures[]; .injected)' ;;
+lost)
+    check "one rank unreachable, its instance named" \
+        '(.unreachable_ranks | length) == 1 and (.lost.instances | type == "string")'
+    check "the lost instance's rooms failed, every one with KVX_ERR_PEER_LOST" \
+        '.lost.rooms_failed > 0 and .lost.rooms_failed == .rooms_failed and
+         all(.lost.reasons[]; .reason == "KVX_ERR_PEER_LOST" and (.origin | type == "string")) and
+         ([.lost.reasons[].count] | add) == .lost.rooms_failed and .lost.at_s > 0'
+    check "rooms with the other instances succeeded before and after the loss, at a rate" \
+        '.lost.others_before.rooms_success > 0 and .lost.others_after.rooms_success > 0 and
+         .lost.others_after.gbps > 0 and
+         .lost.others_before.rooms_success + .lost.others_after.rooms_success ==
+           .rooms_total - .lost.rooms'
+    check "the run says OK" '.ok == true'
+    ;;
 *)
-    echo "FAIL: expectation '$expect' is neither none nor injected"
+    echo "FAIL: expectation '$expect' is neither none, injected nor lost"
     bad=1
     ;;
 esac

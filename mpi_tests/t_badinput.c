@@ -425,8 +425,8 @@ static void prefill_refused_chunks(job_t *j)
                   KVX_ERR_AUX, "aux of 8 bytes on a chunk that is not the last (aux_item_size=8)");
     chunk_refused(j, __LINE__, "aux of 9 bytes, aux_item_size 8", four, 4, big, sizeof(big),
                   KVX_ERR_AUX, "aux of 9 bytes does not fit (aux_item_size=8)");
-    chunk_refused(j, __LINE__, "aux NULL, aux_len 8", four, 4, NULL, sizeof(aux), KVX_ERR_AUX,
-                  "aux of 8 bytes");
+    chunk_refused(j, __LINE__, "aux NULL, aux_len 8", four, 4, NULL, sizeof(aux),
+                  KVX_ERR_INVALID_PARAM, "aux is NULL but aux_len is 8");
 }
 
 /* Room 1: opened on both sides, refused calls while it waits, then sent,

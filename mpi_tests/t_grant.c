@@ -44,8 +44,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/ctx.h"
-#include "core/msg.h"
+#include "core/base/msg.h"
+#include "core/ctx/ctx.h"
+#include "core/link/peer.h"
+#include "core/room/protocol.h"
+#include "core/room/room.h"
+#include "core/room/sender.h"
 #include "testlib.h"
 
 int tl_rank, tl_failures;

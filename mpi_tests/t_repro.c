@@ -1,7 +1,8 @@
 /*
- * t_repro.c - regression tests of findings in src/core (issue 9), one mode
- * each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1). Each mode is a make
- * check case (mpi_tests/cases/repro_*.mpi) and runs under ASan and TSan too
+ * t_repro.c - regression tests of findings in src/core (issues 9, 16), one
+ * mode each, on 2 ranks (KVX_LAYOUT=prefill:1x1,decode:1x1; closegrant also
+ * on 3). Each mode is a make check case (mpi_tests/cases/repro_*.mpi) and
+ * runs under ASan and TSan too
  * (tests/sanitize.sh), where the memory errors showed. Each says what once
  * went wrong.
  *
@@ -48,6 +49,23 @@
  *             room's reason, on both sides. The mode expects SUCCESS.
  *             (The prefill now drops messages of a closed room's decode
  *             incarnation: sender_msg_stale().)
+ *   closegrant
+ *             The prefill opens a room and closes it before the decode's
+ *             grant came (the room fails, stage abort); then two rounds of
+ *             agreement end on the prefill; then the decode opens the room.
+ *             The closed room keeps answering grants until they all came
+ *             (room_may_free()): the decode's room fails at once with the
+ *             prefill's reason, its pages are released (the prefill says
+ *             nothing was written), and the id runs again with the same
+ *             pages. agree_sweep() once freed the closed room at the end of
+ *             the round; the grant then found no room, and the decode waited
+ *             for its own KVX_BOOTSTRAP_TIMEOUT (a timeout, not the abort)
+ *             with its pages held. The case sets KVX_BOOTSTRAP_TIMEOUT=30s
+ *             and gives the decode 10 s. With a prefill instance of TP 2
+ *             (repro_closegrant_tp.mpi, 3 ranks) the closed room also takes
+ *             part in rounds until 2 x KVX_TP_TIMEOUT after its open, which
+ *             kept it that long: that case sets KVX_TP_TIMEOUT=1s, and
+ *             "closegrant 2.5" waits 2.5 s before the rounds.
  *
  * By hand, from a build directory:
  *   mpi_tests/run-mpi.sh ../mpi_tests/cases/repro_inflight.mpi
@@ -60,6 +78,8 @@
  *   KVX_LAYOUT=prefill:1x1,decode:1x1 KVX_TRANSFER_TIMEOUT=1s \
  *       KVX_FAULT=stage=completion,role=prefill,effect=drop \
  *       mpirun -np 2 -x KVX_TRANSFER_TIMEOUT -x KVX_FAULT mpi_tests/t_repro expire
+ *   KVX_LAYOUT=prefill:1x1,decode:1x1 KVX_BOOTSTRAP_TIMEOUT=30s \
+ *       mpirun -np 2 -x KVX_BOOTSTRAP_TIMEOUT mpi_tests/t_repro closegrant
  * (as root add --allow-run-as-root; each exits 0 when the finding stays fixed)
  */
 #include <kvx.h>
@@ -87,7 +107,7 @@ static kvx_ctx_t *create(size_t num_pages, unsigned page_size, size_t aux_slots)
     kvx_failure_t why;
     kvx_ctx_t *ctx;
     char line[512];
-    int pid = getpid();
+    int pid = getpid(), size;
 
     kvx_ctx_params_init(&p);
     p.kv.layers = 2;
@@ -102,8 +122,11 @@ static kvx_ctx_t *create(size_t num_pages, unsigned page_size, size_t aux_slots)
         fprintf(stderr, "t_repro: rank %d: kvx_ctx_create: %s\n", rank, line);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    MPI_Sendrecv(&pid, 1, MPI_INT, 1 - rank, 0, &peer_pid, 1, MPI_INT, 1 - rank, 0, MPI_COMM_WORLD,
-                 MPI_STATUS_IGNORE);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size == 2) { /* (only closegrant runs on more ranks) */
+        MPI_Sendrecv(&pid, 1, MPI_INT, 1 - rank, 0, &peer_pid, 1, MPI_INT, 1 - rank, 0,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
     return ctx;
 }
 
@@ -373,6 +396,116 @@ static int repro_reuse(void)
     return st == KVX_ROOM_SUCCESS ? 0 : 1;
 }
 
+/* Prints and counts what differs from what a user relies on. */
+static int repro_expect(int ok, const char *what)
+{
+    printf("t_repro: rank %d: %s: %s\n", rank, ok ? "ok" : "WRONG", what);
+    return ok ? 0 : 1;
+}
+
+static int repro_closegrant(double wait_s)
+{
+    static const char reason[] = "closed by the application while BOOTSTRAPPING";
+    kvx_ctx_t *ctx = create(16, 16, 1);
+    kvx_role_t role = role_of(ctx);
+    uint32_t pages[4] = { 0, 1, 2, 3 };
+    kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+    kvx_room_info_t info = { 0 };
+    kvx_failure_t f = { 0 };
+    kvx_stats_t s0, s1;
+    kvx_agreed_t out;
+    char line[512] = "";
+    double t0, took = 0;
+    int bad = 0;
+
+    kvx_ctx_stats(ctx, &s0);
+    if (role == KVX_ROLE_PREFILL) {
+        bad += repro_expect(kvx_room_send_open(ctx, 9, 0, 4) == KVX_OK, "room 9 opened");
+        bad += repro_expect(kvx_room_poll(ctx, 9, &st) == KVX_OK && st == KVX_ROOM_BOOTSTRAPPING,
+                            "room 9 is BOOTSTRAPPING before the decode opened it");
+        bad += repro_expect(kvx_room_close(ctx, 9) == KVX_OK, "kvx_room_close(9) says KVX_OK");
+        bad += repro_expect(kvx_room_poll(ctx, 9, &st) == KVX_ERR_NO_ROOM,
+                            "room 9 is gone for the application once closed");
+        /* Under TP the closed room takes part in rounds until
+         * 2 x KVX_TP_TIMEOUT after it was opened: wait_s may wait that out. */
+        usleep((useconds_t)(wait_s * 1e6));
+        for (int r = 0; r < 2; r++) {
+            out = agree_once(ctx, NULL, 0);
+            (void)out;
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (role == KVX_ROLE_DECODE) {
+        t0 = now_s();
+        bad += repro_expect(kvx_room_recv_open(ctx, 9, 0, pages, 4, 0) == KVX_OK,
+                            "room 9 opened (pages 0-3, aux slot 0)");
+        st = repro_wait(ctx, 9, 10);
+        took = now_s() - t0;
+        if (st == KVX_ROOM_FAILED && kvx_room_failure(ctx, 9, &f) == KVX_OK) {
+            kvx_failure_format(&f, line, sizeof(line));
+        }
+        printf("t_repro: rank %d: room 9 is %s after %.3f s: %s\n", rank, kvx_room_state_name(st),
+               took, line);
+        bad += repro_expect(st == KVX_ROOM_FAILED && took < 5,
+                            "room 9 FAILED within 5 s (not at a deadline)");
+        bad += repro_expect(f.status == KVX_ERR_ABORTED && f.stage == KVX_STAGE_ABORT &&
+                                f.origin_role == KVX_ROLE_PREFILL && f.origin_rank >= 0 &&
+                                f.origin_rank < rank && strstr(f.text, reason) != NULL,
+                            "the root cause is the prefill's close (KVX_ERR_ABORTED, stage abort, "
+                            "from a prefill rank, \"closed by the application while "
+                            "BOOTSTRAPPING\")");
+        t0 = now_s();
+        while (kvx_room_info(ctx, 9, &info) == KVX_OK && info.pages == KVX_PAGES_DRAINING &&
+               now_s() - t0 < 10) {
+            usleep(1000);
+        }
+        bad += repro_expect(info.pages == KVX_PAGES_RELEASED,
+                            "its pages are RELEASED (the prefill said nothing was written)");
+        bad += repro_expect(kvx_room_close(ctx, 9) == KVX_OK, "kvx_room_close(9) says KVX_OK");
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    /* The request again, with the same id and pages. */
+    if (role == KVX_ROLE_DECODE) {
+        kvx_room_recv_open(ctx, 9, 0, pages, 4, 0);
+    } else {
+        kvx_room_send_open(ctx, 9, 0, 4);
+        kvx_room_send_chunk(ctx, 9, pages, 4, "aux-row", 8);
+    }
+    st = repro_wait(ctx, 9, 20);
+    line[0] = '\0';
+    if (st == KVX_ROOM_FAILED && kvx_room_failure(ctx, 9, &f) == KVX_OK) {
+        kvx_failure_format(&f, line, sizeof(line));
+    }
+    printf("t_repro: rank %d: room 9 again is %s %s\n", rank, kvx_room_state_name(st), line);
+    bad += repro_expect(st == KVX_ROOM_SUCCESS, "room 9 again, same pages and aux slot: SUCCESS");
+    bad += repro_expect(kvx_room_close(ctx, 9) == KVX_OK, "kvx_room_close(9 again) says KVX_OK");
+    kvx_ctx_stats(ctx, &s1);
+    printf("t_repro: rank %d: stats: opened %llu closed %llu succeeded %llu failed %llu "
+           "pages quarantined %llu (src %llu) released %llu, rejected messages %llu\n",
+           rank, (unsigned long long)(s1.rooms_opened - s0.rooms_opened),
+           (unsigned long long)(s1.rooms_closed - s0.rooms_closed),
+           (unsigned long long)(s1.rooms_succeeded - s0.rooms_succeeded),
+           (unsigned long long)(s1.rooms_failed - s0.rooms_failed),
+           (unsigned long long)(s1.pages_quarantined - s0.pages_quarantined),
+           (unsigned long long)(s1.src_pages_quarantined - s0.src_pages_quarantined),
+           (unsigned long long)(s1.pages_released - s0.pages_released),
+           (unsigned long long)(s1.messages_rejected - s0.messages_rejected));
+    bad += repro_expect(
+        s1.rooms_opened - s0.rooms_opened == 2 && s1.rooms_closed - s0.rooms_closed == 2 &&
+            s1.rooms_succeeded - s0.rooms_succeeded == 1 && s1.rooms_failed - s0.rooms_failed == 1,
+        "counted: 2 opened, 2 closed, 1 succeeded, 1 failed");
+    bad += repro_expect(s1.pages_quarantined == s0.pages_quarantined &&
+                            s1.src_pages_quarantined == s0.src_pages_quarantined &&
+                            s1.messages_rejected == s0.messages_rejected,
+                        "no page quarantined, no message rejected");
+    if (role == KVX_ROLE_DECODE) {
+        bad += repro_expect(s1.pages_released - s0.pages_released == 4,
+                            "counted: the 4 pages of the failed room released");
+    }
+    kvx_ctx_destroy(ctx);
+    return bad != 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -394,9 +527,12 @@ int main(int argc, char **argv)
         rc = repro_byeroom();
     } else if (strcmp(mode, "reuse") == 0) {
         rc = repro_reuse();
+    } else if (strcmp(mode, "closegrant") == 0) {
+        rc = repro_closegrant(argc > 2 ? atof(argv[2]) : 0);
     } else {
-        fprintf(stderr, "usage: t_repro noaux|stall|inflight|reslot|expire|byeroom|reuse (see "
-                        "mpi_tests/t_repro.c)\n");
+        fprintf(stderr,
+                "usage: t_repro noaux|stall|inflight|reslot|expire|byeroom|reuse|closegrant (see "
+                "mpi_tests/t_repro.c)\n");
     }
     /* Every rank's verdict is the job's: mpirun reports the first that failed. */
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -38,6 +38,33 @@ static inline double tl_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* KVXT_TIMEOUT_SCALE, the harness's multiplier of time bounds for slower
+ * builds (tests/sanitize.sh sets 3), at least 1. */
+static inline double tl_timeout_scale(void)
+{
+    const char *s = getenv("KVXT_TIMEOUT_SCALE");
+    int k = s != NULL ? atoi(s) : 1;
+
+    return k > 1 ? k : 1;
+}
+
+/* What this rank saw, for a case's post step (mpi_tests/check-results.sh):
+ * "OK rank R: LINE" (FAIL when a check failed) in $KVXT_OUT/result.R, and
+ * the line on stdout. */
+static inline void tl_result(const char *line)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%s rank %d: %s\n", tl_failures == 0 ? "OK" : "FAIL", tl_rank, line);
+        fclose(f);
+    }
+    printf("rank %d: %s%s\n", tl_rank, line, tl_failures ? " -- FAILED CHECKS" : "");
+}
+
 static inline uint64_t tl_rng(uint64_t *s)
 {
     *s += 0x9e3779b97f4a7c15ull;

@@ -13,7 +13,7 @@ if ! clang-format --version | grep -q 'version 14\.'; then
     echo "SKIP: clang-format is not version 14 ($(clang-format --version))"
     exit 77
 fi
-files=$(find src include tools examples mpi_tests tests -name '*.[ch]' 2>/dev/null | sort)
+files=$(find src include tools examples mpi_tests tests python -name '*.[ch]' 2>/dev/null | sort)
 bad=0
 for f in $files; do
     if ! clang-format --style=file --dry-run -Werror "$f" >/dev/null 2>&1; then

@@ -6,8 +6,8 @@
 #include <kvx.h>
 #include <string.h>
 
-#include "core/joblayout.h"
-#include "core/kvlayout.h"
+#include "core/base/joblayout.h"
+#include "core/base/kvlayout.h"
 
 Test(joblayout, parses_and_places_ranks)
 {

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/msg.h"
+#include "core/base/msg.h"
 #include "util/failure.h"
 
 static const msg_limits_t limits = { 8, 100 };
@@ -84,6 +84,35 @@ Test(msg, fail_round_trip_keeps_the_origin)
     cr_expect_eq(g->flags, KVX_FAILURE_INJECTED);
     cr_expect_str_eq(g->text, f.text);
     cr_expect_str_eq(g->foreign, f.foreign);
+    free(m);
+}
+
+Test(msg, tp_break_round_trip_and_ping_rounds)
+{
+    kvx_failure_t f;
+    size_t len;
+    void *m;
+    char why[128];
+    msg_t d;
+
+    failure_set(&f, KVX_ERR_OUT_OF_STEP, KVX_STAGE_AGREE, NULL,
+                "agreement rounds out of step in decode[0]: tp0 is in round 13, tp1 in round 12");
+    f.origin_rank = 2;
+    m = msg_new_failure(MSG_TP_BREAK, 2, 0, 0, &f, &len);
+    cr_assert_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(d.hdr.type, MSG_TP_BREAK);
+    cr_expect_eq(d.u.failure.status, KVX_ERR_OUT_OF_STEP);
+    cr_expect_eq(d.u.failure.stage, KVX_STAGE_AGREE);
+    cr_expect_eq(d.u.failure.origin_rank, 2);
+    cr_expect_str_eq(d.u.failure.text, f.text);
+    cr_expect_str_eq(msg_type_name(MSG_TP_BREAK), "TP_BREAK");
+    /* One byte short is refused. */
+    cr_expect_eq(msg_decode(m, len - 1, &limits, &d, why, sizeof(why)), KVX_ERR_PROTOCOL);
+    free(m);
+    /* A PING to a TP sibling carries its rounds in the nonce. */
+    m = msg_new(MSG_PING, 3, 0, 12, &len);
+    cr_assert_eq(msg_decode(m, len, &limits, &d, why, sizeof(why)), KVX_OK, "%s", why);
+    cr_expect_eq(d.hdr.nonce, 12);
     free(m);
 }
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/plan.h"
+#include "core/base/plan.h"
 
 static kvl_t geometry(unsigned kv_heads, int tp, kvx_page_layout_t layout, unsigned page_size)
 {

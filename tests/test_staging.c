@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/staging.h"
+#include "core/base/staging.h"
 
 Test(staging, slots_never_overlap_under_random_use)
 {

@@ -5,6 +5,7 @@
  *   kvx-info -c   every KVX_* variable: default, current value, accepted form, help
  *   kvx-info -p   the memory path a context would take with host and with CUDA
  *                 pools (kvx_mem_path_probe(): UCX's memory types, KVX_MEM_PATH)
+ *   kvx-info -f   the grammar of fault-injection rules (KVX_FAULT)
  *
  * Uses the public API only.
  */
@@ -17,11 +18,12 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: kvx-info [-v] [-c] [-p]\n"
+    fprintf(out, "usage: kvx-info [-v] [-c] [-p] [-f]\n"
                  "  -v  print the versions of kvx and of MPI, UCX, hwloc and CUDA\n"
                  "  -c  print every KVX_* variable with its default, value and help\n"
                  "  -p  print the memory path (direct or staged) of host and CUDA pools, and why\n"
-                 "  -h  this help\n"
+                 "  -f  print the grammar of fault-injection rules (KVX_FAULT)\n"
+                 "  -h, --help  this help\n"
                  "With no option, -v and -p are assumed.\n");
 }
 
@@ -86,9 +88,10 @@ static int print_config(void)
 
 int main(int argc, char **argv)
 {
-    int versions = 0, config = 0, paths = 0, opt, rc = 0;
+    static const struct option longs[] = { { "help", 0, 0, 'h' }, { 0, 0, 0, 0 } };
+    int versions = 0, config = 0, paths = 0, faults = 0, opt, rc = 0;
 
-    while ((opt = getopt(argc, argv, "vcph")) != -1) {
+    while ((opt = getopt_long(argc, argv, "vcpfh", longs, NULL)) != -1) {
         switch (opt) {
         case 'v':
             versions = 1;
@@ -98,6 +101,9 @@ int main(int argc, char **argv)
             break;
         case 'p':
             paths = 1;
+            break;
+        case 'f':
+            faults = 1;
             break;
         case 'h':
             usage(stdout);
@@ -111,7 +117,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!versions && !config && !paths) {
+    if (!versions && !config && !paths && !faults) {
         versions = paths = 1;
     }
     if (versions) {
@@ -122,6 +128,9 @@ int main(int argc, char **argv)
     }
     if (config) {
         rc = print_config();
+    }
+    if (faults) {
+        fputs(kvx_fault_syntax(), stdout);
     }
     return rc;
 }

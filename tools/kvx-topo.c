@@ -13,6 +13,7 @@
 #include <kvx.h>
 
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,51 +157,35 @@ static void print_hosts(const kvx_topo_choice_t *hosts, size_t n)
 
 /* ---- JSON ----------------------------------------------------------------- */
 
-static void json_str(const char *s)
+/*
+ * The document is built as a jansson tree and printed once. jansson refuses a
+ * string that is not UTF-8 (json_string returns NULL, and setting it fails);
+ * each setter returns nonzero then, and the callers OR the results so that a
+ * broken member fails the command instead of vanishing from the output.
+ */
+static int set_str(json_t *obj, const char *key, const char *value)
 {
-    putchar('"');
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-
-        if (c == '"' || c == '\\') {
-            printf("\\%c", c);
-        } else if (c < 0x20) {
-            printf("\\u%04x", c);
-        } else {
-            putchar(c);
-        }
-    }
-    putchar('"');
+    return json_object_set_new(obj, key, json_string(value)) != 0;
 }
 
-/* "key":"value", after a comma unless first. */
-static void json_field_str(const char *key, const char *value, int first)
+/* A NUMA node or a port; null when negative (none). */
+static int set_int(json_t *obj, const char *key, int value)
 {
-    printf("%s\"%s\":", first ? "" : ",", key);
-    json_str(value);
+    return json_object_set_new(obj, key, value >= 0 ? json_integer(value) : json_null()) != 0;
 }
 
-/* ,"key":value, null when negative (no NUMA node, no port). */
-static void json_field_int(const char *key, int value)
+static int set_nic_head(json_t *obj, const kvx_topo_nic_t *nic)
 {
-    if (value >= 0) {
-        printf(",\"%s\":%d", key, value);
-    } else {
-        printf(",\"%s\":null", key);
-    }
-}
-
-static void json_nic_head(const kvx_topo_nic_t *nic)
-{
-    json_field_str("name", nic->name, 1);
-    json_field_int("port", nic->tcp ? -1 : (int)nic->port);
+    return set_str(obj, "name", nic->name) | set_int(obj, "port", nic->tcp ? -1 : (int)nic->port);
 }
 
 /* A GPU's NICs in the order it uses them, with its path to each. */
-static void json_gpu_nics(const kvx_topo_t *topo, size_t g, size_t count)
+static json_t *json_gpu_nics(const kvx_topo_t *topo, size_t g, size_t count, int *bad)
 {
-    printf(",\"nics\":[");
+    json_t *arr = json_array();
+
     for (size_t i = 0; i < count; i++) {
+        json_t *obj = json_object();
         kvx_topo_path_t path;
         kvx_topo_nic_t nic;
         size_t n;
@@ -208,75 +193,89 @@ static void json_gpu_nics(const kvx_topo_t *topo, size_t g, size_t count)
         kvx_topo_gpu_nic(topo, g, i, &n);
         kvx_topo_nic(topo, n, &nic);
         kvx_topo_path(topo, g, n, &path);
-        printf("%s{", i > 0 ? "," : "");
-        json_nic_head(&nic);
-        json_field_str("path", kvx_topo_path_name(path), 0);
-        printf("}");
+        *bad |= set_nic_head(obj, &nic) | set_str(obj, "path", kvx_topo_path_name(path));
+        *bad |= json_array_append_new(arr, obj) != 0;
     }
-    printf("]");
+    return arr;
 }
 
-static void json_gpus(const kvx_topo_t *topo)
+static json_t *json_gpus(const kvx_topo_t *topo, int *bad)
 {
-    printf("\"gpus\":[");
+    json_t *arr = json_array();
+
     for (size_t g = 0; g < kvx_topo_gpu_count(topo); g++) {
+        json_t *obj = json_object(), *nics;
         kvx_topo_gpu_t gpu;
 
         kvx_topo_gpu(topo, g, &gpu);
-        printf("%s{", g > 0 ? "," : "");
-        json_field_str("busid", gpu.busid, 1);
-        json_field_int("numa", gpu.numa);
-        json_field_str("cpuset", gpu.cpuset, 0);
-        json_gpu_nics(topo, g, gpu.nic_count);
-        json_field_str("ucx_net_devices", gpu.ucx_net_devices, 0);
-        json_field_str("path", kvx_topo_path_name(gpu.path), 0);
-        printf(",\"gdr_advised\":%s", gpu.gdr_advised ? "true" : "false");
-        json_field_str("model", gpu.model, 0);
-        json_field_str("reason", gpu.reason, 0);
-        printf("}");
+        *bad |= set_str(obj, "busid", gpu.busid) | set_int(obj, "numa", gpu.numa) |
+                set_str(obj, "cpuset", gpu.cpuset);
+        nics = json_gpu_nics(topo, g, gpu.nic_count, bad);
+        *bad |= json_object_set_new(obj, "nics", nics) != 0;
+        *bad |= set_str(obj, "ucx_net_devices", gpu.ucx_net_devices) |
+                set_str(obj, "path", kvx_topo_path_name(gpu.path));
+        *bad |= json_object_set_new(obj, "gdr_advised", json_boolean(gpu.gdr_advised)) != 0;
+        *bad |= set_str(obj, "model", gpu.model) | set_str(obj, "reason", gpu.reason);
+        *bad |= json_array_append_new(arr, obj) != 0;
     }
-    printf("]");
+    return arr;
 }
 
-static void json_nics(const kvx_topo_t *topo)
+static json_t *json_nics(const kvx_topo_t *topo, int *bad)
 {
-    printf(",\"nics\":[");
+    json_t *arr = json_array();
+
     for (size_t n = 0; n < kvx_topo_nic_count(topo); n++) {
+        json_t *obj = json_object();
         kvx_topo_nic_t nic;
 
         kvx_topo_nic(topo, n, &nic);
-        printf("%s{", n > 0 ? "," : "");
-        json_nic_head(&nic);
-        json_field_str("kind", nic.tcp ? "tcp" : "rdma", 0);
-        json_field_str("busid", nic.busid, 0);
-        json_field_int("numa", nic.numa);
-        printf("}");
+        *bad |= set_nic_head(obj, &nic) | set_str(obj, "kind", nic.tcp ? "tcp" : "rdma") |
+                set_str(obj, "busid", nic.busid) | set_int(obj, "numa", nic.numa);
+        *bad |= json_array_append_new(arr, obj) != 0;
     }
-    printf("]");
+    return arr;
 }
 
-static void json_hosts(const kvx_topo_choice_t *hosts, size_t n)
+static json_t *json_hosts(const kvx_topo_choice_t *hosts, size_t n, int *bad)
 {
-    printf(",\"no_gpu\":[");
+    json_t *arr = json_array();
+
     for (size_t i = 0; i < n; i++) {
-        printf("%s{\"local_rank\":%zu", i > 0 ? "," : "", i);
-        json_field_int("numa", hosts[i].numa);
-        json_field_str("cpuset", hosts[i].cpuset, 0);
-        json_field_str("ucx_net_devices", hosts[i].ucx_net_devices, 0);
-        json_field_str("reason", hosts[i].reason, 0);
-        printf("}");
+        json_t *obj = json_object();
+
+        *bad |= json_object_set_new(obj, "local_rank", json_integer((json_int_t)i)) != 0;
+        *bad |= set_int(obj, "numa", hosts[i].numa) | set_str(obj, "cpuset", hosts[i].cpuset) |
+                set_str(obj, "ucx_net_devices", hosts[i].ucx_net_devices) |
+                set_str(obj, "reason", hosts[i].reason);
+        *bad |= json_array_append_new(arr, obj) != 0;
     }
-    printf("]");
+    return arr;
 }
 
-static void print_json(const kvx_topo_t *topo, const kvx_topo_choice_t *hosts, size_t nhosts)
+/* One line of compact JSON on stdout; 0, or -1 when it could not be built. */
+static int print_json(const kvx_topo_t *topo, const kvx_topo_choice_t *hosts, size_t nhosts)
 {
-    printf("{");
-    json_gpus(topo);
-    json_nics(topo);
-    json_hosts(hosts, nhosts);
-    json_field_str("source", kvx_topo_source(topo), 0);
-    printf("}\n");
+    json_t *doc = json_object(), *gpus, *nics, *no_gpu;
+    int bad = 0;
+
+    /* Built first: each may set bad, which is then read. */
+    gpus = json_gpus(topo, &bad);
+    nics = json_nics(topo, &bad);
+    no_gpu = json_hosts(hosts, nhosts, &bad);
+    bad |= json_object_set_new(doc, "gpus", gpus) != 0;
+    bad |= json_object_set_new(doc, "nics", nics) != 0;
+    bad |= json_object_set_new(doc, "no_gpu", no_gpu) != 0;
+    bad |= set_str(doc, "source", kvx_topo_source(topo));
+    if (!bad) {
+        bad = json_dumpf(doc, stdout, JSON_COMPACT) != 0 || putchar('\n') == EOF;
+    }
+    json_decref(doc);
+    if (bad) {
+        fprintf(stderr, "kvx-topo: cannot write the JSON (a name that is not UTF-8?)\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---- main ----------------------------------------------------------------- */
@@ -293,6 +292,7 @@ int main(int argc, char **argv)
     kvx_topo_t *topo;
     kvx_failure_t why;
     size_t nhosts;
+    int rc = 0;
 
     while ((opt = getopt_long(argc, argv, "x:jh", options, NULL)) != -1) {
         switch (opt) {
@@ -323,7 +323,7 @@ int main(int argc, char **argv)
     }
     nhosts = host_choices(topo, hosts, TOPO_RANKS_MAX);
     if (json) {
-        print_json(topo, hosts, nhosts);
+        rc = print_json(topo, hosts, nhosts) == 0 ? 0 : 1;
     } else {
         print_header(topo);
         print_matrix(topo);
@@ -333,5 +333,5 @@ int main(int argc, char **argv)
         printf("# OK\n");
     }
     kvx_topo_destroy(topo);
-    return 0;
+    return rc;
 }

@@ -10,9 +10,13 @@
  *   serve.c     one instance's scheduler loop: admit, compute, agree, close
  *   progress.c  rank 0's progress line, fed by the decode instances
  *   report.c    every rank's outcomes compared at rank 0; summary and JSON
+ *   trace.c     --trace: a recorded request trace, read at rank 0 (trace.h)
+ *   replay.c    --trace: offered and achieved load, latency from arrival, plot
  */
 #ifndef KVX_DEMO_H
 #define KVX_DEMO_H
+
+#include "trace.h"
 
 #include <kvx.h>
 
@@ -41,7 +45,16 @@ typedef struct demo_opts {
     uint64_t seed;
     const char *json;
     double time_limit;
+    double end_timeout; /* --end-timeout: how long the end waits for a silent rank */
     demo_progress_mode_t progress;
+    int synthetic; /* --requests or --prompt-tokens given */
+    /* --trace: the stream replays a recorded trace instead (trace.h). */
+    const char *trace;
+    double trace_speed;
+    size_t trace_limit;
+    uint32_t trace_cap; /* tokens; longer prompts are capped */
+    const char *plot;
+    demo_trace_t *replay; /* the rows, on every rank (demo_trace_load) */
 } demo_opts_t;
 
 /* Parses argv (identically on every rank). Returns 0, or the exit status:
@@ -58,6 +71,7 @@ typedef struct demo_req {
     uint64_t id; /* the room id */
     uint32_t index, tokens, npages;
     int prefill, decode; /* the instances that serve it */
+    double arrival;      /* seconds after the start; 0 unless --trace */
 } demo_req_t;
 
 /* The whole stream, the same on every rank: prompt lengths drawn from the
@@ -118,17 +132,22 @@ void demo_alloc_lose(demo_alloc_t *a, size_t n);
 
 /* What one rank concluded about one room; compared across ranks at the end. */
 typedef struct demo_outcome {
-    uint32_t req;      /* request index */
-    int32_t concluded; /* 1: agreed SUCCESS or FAILED by this instance */
-    int32_t state;     /* kvx_room_state_t */
-    int32_t status;    /* root cause, when FAILED */
-    int32_t stage;     /* kvx_stage_t */
-    int32_t origin;    /* world rank */
-    uint32_t injected; /* KVX_FAILURE_INJECTED */
-    uint32_t decode;   /* recorded by a decode rank */
-    double latency_ms; /* decode: pre-allocation to agreed outcome */
-    uint64_t bytes;    /* decode: KV bytes that landed in this rank's pages (SUCCESS) */
+    uint32_t req;        /* request index */
+    int32_t concluded;   /* 1: agreed SUCCESS or FAILED by this instance */
+    int32_t state;       /* kvx_room_state_t */
+    int32_t status;      /* root cause, when FAILED */
+    int32_t stage;       /* kvx_stage_t */
+    int32_t origin;      /* world rank */
+    int32_t origin_role; /* kvx_role_t of that rank, as kvx recorded it */
+    uint32_t injected;   /* KVX_FAILURE_INJECTED */
+    uint32_t decode;     /* recorded by a decode rank */
+    double latency_ms;   /* decode: pre-allocation to agreed outcome */
+    double agreed_s;     /* decode: when the outcome was agreed, seconds after the start */
+    uint64_t bytes;      /* decode: KV bytes that landed in this rank's pages (SUCCESS) */
     uint64_t mismatches;
+    double at_s;     /* when this rank concluded it, seconds into the run */
+    int32_t rank;    /* the world rank that recorded it */
+    uint32_t opened; /* kvx opened the room on this rank (kvx_ctx_stats() counts it) */
 } demo_outcome_t;
 
 /* The agreed root cause of a failed room, as decode TP rank 0 formats it. */
@@ -167,7 +186,9 @@ typedef struct demo_serve {
     uint64_t quarantined_pages;
     size_t drain_waits; /* rooms whose close was refused until the drain */
     double t0, elapsed;
+    double clock; /* seconds after t0 that every TP rank has passed (arrivals) */
     demo_progress_t *progress;
+    int broken; /* a TP sibling is lost: no collective over the instance */
 } demo_serve_t;
 
 /* KV pages per (layer, component) on every rank: --pool-pages, else room
@@ -196,17 +217,51 @@ void demo_progress_step(demo_progress_t *p, const demo_serve_t *s);
 void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s);
 void demo_progress_destroy(demo_progress_t *p);
 
+/* ---- xchg.c ------------------------------------------------------------------- */
+
+/* The end of a run, bounded: every rank's report to every other rank, point
+ * to point, each waited for until deadline_s has passed since the last one
+ * arrived. A rank that is dead or unreachable is not heard; no call here
+ * ever waits on it longer. */
+typedef struct demo_xchg demo_xchg_t;
+
+demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s);
+/* While serving, now and then: "still here" to every rank, and takes in
+ * theirs. Never blocks. */
+void demo_xchg_alive(void);
+/* Seconds since anything came from the rank (its "still here", its report). */
+double demo_xchg_silence(int rank);
+/* 1 and the rank's report (owned by x), or 0 when it was not heard. */
+int demo_xchg_heard(const demo_xchg_t *x, int rank, const void **data_p, size_t *len_p);
+int demo_xchg_all_heard(const demo_xchg_t *x);
+/* The lowest rank heard (this one counts): the one that prints. */
+int demo_xchg_first_heard(const demo_xchg_t *x);
+/* Waits up to deadline_s for this rank's sends, then frees what MPI no
+ * longer uses; returns 0 when some send could not complete (a peer gone). */
+int demo_xchg_free(demo_xchg_t *x, double deadline_s);
+/* MPI_Finalize, and _exit(status) if it has not returned after limit_s
+ * (it can wait on a rank that is gone). */
+void demo_xchg_finalize(int status, double limit_s);
+
 /* ---- report.c ----------------------------------------------------------------- */
 
 typedef struct demo_report demo_report_t;
 
-/* Collective over world: every rank's outcomes to rank 0, which compares
- * them room by room. Call before kvx_ctx_destroy(); print after it, so that
- * the summary is the last thing rank 0 prints. */
+/* Every rank's outcomes to every rank (xchg.c: bounded, point to point),
+ * each of which compares them room by room over the ranks it heard. Call
+ * before kvx_ctx_destroy(); print after it, so that the summary is the last
+ * thing printed. */
 demo_report_t *demo_report_gather(const demo_serve_t *s);
-/* Collective over world: rank 0 prints the summary (and writes --json);
- * returns the exit status, the same on every rank. */
+/* The lowest rank heard prints the summary (and writes --json); returns the
+ * exit status, which every rank works out from what it heard. */
 int demo_report_print(demo_report_t *r);
+/* Was every rank heard at the end? */
+int demo_report_complete(const demo_report_t *r);
 void demo_report_free(demo_report_t *r);
+
+/* qsort()'s order of doubles; the nearest-rank percentile p of n sorted
+ * values: the smallest with at least p of them at or below (0 when n is 0). */
+int demo_by_value(const void *a, const void *b);
+double demo_percentile(const double *v, size_t n, double p);
 
 #endif

@@ -39,8 +39,14 @@ static void print_header(const demo_opts_t *o, const kvx_identity_t *id, size_t 
     printf("# kvx-demo %s: prefill:%dx%d,decode:%dx%d (%d ranks), KV in host memory\n",
            kvx_version(), id->prefill_instances, id->prefill_tp, id->decode_instances,
            id->decode_tp, id->world_size);
-    printf("# %u requests, prompts of %u-%u tokens (seed %llu), %u rooms in flight per instance\n",
-           o->requests, o->min_tokens, o->max_tokens, (unsigned long long)o->seed, o->concurrency);
+    if (o->replay != NULL) {
+        demo_trace_header(o);
+    } else {
+        printf("# %u requests, prompts of %u-%u tokens (seed %llu), %u rooms in flight per "
+               "instance\n",
+               o->requests, o->min_tokens, o->max_tokens, (unsigned long long)o->seed,
+               o->concurrency);
+    }
     char shape[64];
 
     if (mla) {
@@ -109,12 +115,20 @@ static int run(const demo_opts_t *o, int rank)
     MPI_Barrier(MPI_COMM_WORLD);
     s.t0 = demo_now();
     if (demo_serve_run(&s) != 0) {
-        MPI_Abort(MPI_COMM_WORLD, 1); /* a TP sibling is gone: nothing can finish */
+        MPI_Abort(MPI_COMM_WORLD, 1); /* the TP ranks fell out of step, or MPI failed */
     }
     demo_progress_finish(s.progress, &s);
     report = demo_report_gather(&s);
-    kvx_ctx_destroy(ctx);
-    status = demo_report_print(report);
+    if (demo_report_complete(report)) {
+        kvx_ctx_destroy(ctx);
+        status = demo_report_print(report);
+    } else {
+        /* A rank is gone or unreachable: the summary first, since UCX 1.13
+         * can abort this process while destroy closes endpoints to a peer
+         * behind a cut link (uct_tcp_ep_destroy, uct_tcp_ep_flush). */
+        status = demo_report_print(report);
+        kvx_ctx_destroy(ctx);
+    }
     demo_report_free(report);
     demo_progress_destroy(s.progress);
     demo_serve_cleanup(&s);
@@ -131,11 +145,18 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     status = demo_opts_parse(argc, argv, rank, size, &o);
+    if (status == 0 && o.trace != NULL) {
+        status = demo_trace_load(&o, rank); /* collective: every rank, the same answer */
+    }
     if (status == 0) {
         status = run(&o, rank);
     } else if (status == 1) {
         status = 0; /* --help */
     }
-    MPI_Finalize();
+    demo_trace_free(o.replay);
+    /* With a rank gone or unreachable MPI_Finalize may wait for it forever
+     * (under mpirun --enable-recovery --mca async_mpi_finalize 1 it does
+     * not): the run's status stands after a few seconds either way. */
+    demo_xchg_finalize(status, 5.0);
     return status;
 }

@@ -38,16 +38,32 @@ static void usage(FILE *out)
             "  --fault SPEC            inject failures, in the KVX_FAULT syntax (below)\n"
             "  --seed S                seed of the prompt lengths (default 1)\n"
             "  --json FILE             write the summary as JSON (rank 0)\n"
-            "  --time-limit S          stop waiting after S seconds (default 600)\n"
+            "  --trace FILE            replay a recorded trace instead of the seeded stream:\n"
+            "                          JSON lines with timestamp (ms), input_length,\n"
+            "                          output_length (Mooncake) or CSV with the header\n"
+            "                          TIMESTAMP,ContextTokens,GeneratedTokens (Azure LLM\n"
+            "                          inference); requests arrive on the trace's clock\n"
+            "  --trace-speed X         replay X times faster than recorded (default 1)\n"
+            "  --trace-limit N         the first N requests of the trace (default all)\n"
+            "  --trace-cap T           a longer prompt is capped to T tokens (its first T\n"
+            "                          tokens' KV moves), and counted (default 8192, or\n"
+            "                          what --pool-pages holds when that is less)\n"
+            "  --plot FILE.png         with --trace: latency and GB/s over time (gnuplot)\n"
+            "  --time-limit S          stop waiting after S seconds (default 600; with\n"
+            "                          --trace, S seconds after the last arrival)\n"
+            "  --end-timeout S         at the end, wait at most S seconds for a rank that says\n"
+            "                          nothing (dead, or behind a cut link; default 5)\n"
             "  --progress M            auto, tty (redraw in place), lines or none (default auto:\n"
             "                          tty when the launcher's output is a terminal)\n"
             "  -h, --help              this help\n"
             "\n"
             "Exit status 0 only when every room concluded, every rank agreed on every room,\n"
-            "no byte differed and every failure was an injected one. In --fault, kill is\n"
-            "refused (every rank must live to compare outcomes at the end), and a dropped\n"
-            "message ends in a deadline (KVX_*_TIMEOUT, 300 s by default) whose failure is\n"
-            "not an injected one.\n"
+            "no byte differed and every failure was an injected one -- or, when a rank died\n"
+            "(effect=kill, or killed from outside; launch with kvx-run --tolerate-failures),\n"
+            "the rooms of its instance failed by the loss and every other room succeeded:\n"
+            "the ranks left compare outcomes among themselves, and the summary names the\n"
+            "lost instance. A dropped message ends in a deadline (KVX_*_TIMEOUT, 300 s by\n"
+            "default) whose failure is not an injected one.\n"
             "\n%s",
             kvx_fault_syntax());
 }
@@ -147,6 +163,22 @@ static void defaults(demo_opts_t *o)
     o->kv.page_layout = KVX_PAGE_HND;
     o->seed = 1;
     o->time_limit = 600;
+    o->trace_speed = 1;
+    o->trace_limit = 1000000;
+    o->trace_cap = 8192;
+    o->end_timeout = 5;
+}
+
+static int parse_speed(const char *arg, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+
+    if (*arg == '\0' || *end != '\0' || !(v >= 1e-3 && v <= 1e6)) {
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 /* A number option: parsed into v, checked against [lo, hi], stored. */
@@ -180,8 +212,10 @@ static int parse_one(int c, const char *arg, demo_opts_t *o)
         o->layout = arg;
         return 0;
     case 'r':
+        o->synthetic = 1;
         DEMO_NUMBER(o->requests, unsigned, 1, 1000000);
     case 't':
+        o->synthetic = 1;
         return parse_range(arg, &o->min_tokens, &o->max_tokens);
     case 'c':
         DEMO_NUMBER(o->concurrency, unsigned, 1, 4096);
@@ -214,8 +248,22 @@ static int parse_one(int c, const char *arg, demo_opts_t *o)
         return 0;
     case 'x':
         DEMO_NUMBER(o->time_limit, double, 1, 86400);
+    case 'e':
+        DEMO_NUMBER(o->end_timeout, double, 1, 3600);
     case 'g':
         DEMO_WORD(o->progress, demo_progress_mode_t, modes);
+    case 'R':
+        o->trace = arg;
+        return 0;
+    case 'S':
+        return parse_speed(arg, &o->trace_speed);
+    case 'N':
+        DEMO_NUMBER(o->trace_limit, size_t, 1, 1000000);
+    case 'C':
+        DEMO_NUMBER(o->trace_cap, uint32_t, 1, 1u << 24);
+    case 'o':
+        o->plot = arg;
+        return 0;
     default:
         return -1;
     }
@@ -227,13 +275,16 @@ static const char *check(demo_opts_t *o)
     if (o->kv.attn == KVX_ATTN_MLA) {
         o->kv.kv_heads = 1;
     }
-    if (o->pool_pages != 0 &&
+    if (o->trace != NULL && o->synthetic) {
+        return "--requests and --prompt-tokens shape the seeded stream; a --trace brings its "
+               "own (--trace-limit, --trace-cap)";
+    }
+    if (o->trace == NULL && o->plot != NULL) {
+        return "--plot draws a --trace replay over time";
+    }
+    if (o->trace == NULL && o->pool_pages != 0 &&
         o->pool_pages < (o->max_tokens + (size_t)o->kv.page_size - 1) / o->kv.page_size) {
         return "--pool-pages cannot hold the longest prompt (--prompt-tokens, --page-size)";
-    }
-    if (o->fault != NULL && strstr(o->fault, "effect=kill") != NULL) {
-        return "--fault: effect=kill is not for the demo: every rank must live to compare "
-               "outcomes at the end (mpi_tests/t_kill shows a killed peer)";
     }
     return NULL;
 }
@@ -250,6 +301,9 @@ int demo_opts_parse(int argc, char **argv, int rank, int world_size, demo_opts_t
         { "pool-pages", 1, 0, 'p' },    { "fault", 1, 0, 'f' },
         { "seed", 1, 0, 's' },          { "json", 1, 0, 'j' },
         { "time-limit", 1, 0, 'x' },    { "progress", 1, 0, 'g' },
+        { "trace", 1, 0, 'R' },         { "trace-speed", 1, 0, 'S' },
+        { "trace-limit", 1, 0, 'N' },   { "trace-cap", 1, 0, 'C' },
+        { "plot", 1, 0, 'o' },          { "end-timeout", 1, 0, 'e' },
         { "help", 0, 0, 'h' },          { 0, 0, 0, 0 }
     };
     const char *why = NULL;

@@ -34,6 +34,7 @@ struct demo_progress {
     uint64_t *counts; /* rank 0: MSG_LEN per decode instance */
     int finals;
     MPI_Request pending;
+    int *final; /* per decode instance: its final counts came */
     uint64_t msg[MSG_LEN];
     double last_send, last_draw;
     unsigned last_tenth;
@@ -86,7 +87,10 @@ demo_progress_t *demo_progress_create(const demo_opts_t *o, const kvx_identity_t
     p->pending = MPI_REQUEST_NULL;
     p->last_done = UINT64_MAX;
     p->counts = calloc((size_t)id->decode_instances * MSG_LEN, sizeof(uint64_t));
-    if (p->counts == NULL) {
+    p->final = calloc((size_t)id->decode_instances, sizeof(int));
+    if (p->counts == NULL || p->final == NULL) {
+        free(p->counts);
+        free(p->final);
         free(p);
         return NULL;
     }
@@ -95,9 +99,15 @@ demo_progress_t *demo_progress_create(const demo_opts_t *o, const kvx_identity_t
 
 void demo_progress_destroy(demo_progress_t *p)
 {
-    if (p != NULL) {
+    int sent = 1;
+
+    if (p != NULL && p->pending != MPI_REQUEST_NULL) {
+        MPI_Test(&p->pending, &sent, MPI_STATUS_IGNORE);
+    }
+    if (p != NULL && sent) { /* else MPI still reads p->msg (rank 0 is gone): kept */
         MPI_Comm_free(&p->comm);
         free(p->counts);
+        free(p->final);
         free(p);
     }
 }
@@ -158,8 +168,11 @@ static void receive(demo_progress_t *p, int blocking)
         MPI_Recv(msg, MSG_LEN, MPI_UINT64_T, MPI_ANY_SOURCE, MPI_ANY_TAG, p->comm, &status);
         if (msg[MSG_INSTANCE] < (uint64_t)p->instances) {
             memcpy(&p->counts[msg[MSG_INSTANCE] * MSG_LEN], msg, sizeof(msg));
+            if (status.MPI_TAG == TAG_FINAL && !p->final[msg[MSG_INSTANCE]]) {
+                p->final[msg[MSG_INSTANCE]] = 1;
+                p->finals++;
+            }
         }
-        p->finals += status.MPI_TAG == TAG_FINAL;
         if (blocking) {
             return;
         }
@@ -179,6 +192,7 @@ void demo_progress_step(demo_progress_t *p, const demo_serve_t *s)
     double now = demo_now();
     int sent = 0;
 
+    demo_xchg_alive(); /* so the end waits for this rank while it serves */
     if (p->reporter && now - p->last_send >= 0.1) {
         if (p->pending != MPI_REQUEST_NULL) {
             MPI_Test(&p->pending, &sent, MPI_STATUS_IGNORE);
@@ -197,17 +211,44 @@ void demo_progress_step(demo_progress_t *p, const demo_serve_t *s)
 
 void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s)
 {
+    double start = demo_now(), last = start;
+    int sent = 0;
+
+    /* Bounded, like every exchange at the end (xchg.c): a reporter or rank 0
+     * may be dead or unreachable, and its counts then never come. */
     if (p->reporter) {
-        MPI_Wait(&p->pending, MPI_STATUS_IGNORE);
-        fill(p, s);
-        MPI_Send(p->msg, MSG_LEN, MPI_UINT64_T, 0, TAG_FINAL, p->comm);
+        while (p->pending != MPI_REQUEST_NULL && demo_now() - start < s->o->end_timeout) {
+            MPI_Test(&p->pending, &sent, MPI_STATUS_IGNORE);
+            if (p->pending != MPI_REQUEST_NULL) {
+                usleep(1000);
+            }
+        }
+        if (p->pending == MPI_REQUEST_NULL) {
+            fill(p, s);
+            MPI_Isend(p->msg, MSG_LEN, MPI_UINT64_T, 0, TAG_FINAL, p->comm, &p->pending);
+        }
     }
     if (!p->draw) {
         return;
     }
     while (p->finals < p->instances) {
-        receive(p, 1);
+        int first = s->id.world_size - p->instances * p->decode_tp, live = 0;
+
+        receive(p, 0);
         draw(p, demo_now() - s->t0, 0);
+        demo_xchg_alive();
+        /* Wait while a reporter still due is heard from (it serves on). */
+        for (int i = 0; i < p->instances; i++) {
+            live |= !p->final[i] && demo_xchg_silence(first + i * p->decode_tp) < s->o->end_timeout;
+        }
+        if (!live && demo_now() - last >= s->o->end_timeout) {
+            break;
+        }
+        usleep(1000);
     }
     draw(p, demo_now() - s->t0, 1);
+    if (p->finals < p->instances) {
+        printf("kvx-demo: %d of %d decode instances sent no final counts within %.0f s\n",
+               p->instances - p->finals, p->instances, s->o->end_timeout);
+    }
 }

@@ -7,13 +7,32 @@
  * instance and of its decode instance concluded it, with the same state
  * and, when FAILED, the same root cause (origin rank, stage, status, and
  * whether it was injected).
+ *
+ * The counts the summary prints come from kvx's own counters
+ * (kvx_ctx_stats(), sent with each rank's report): rooms succeeded and
+ * failed, and failures by stage, origin and status, as one rank of each
+ * decode instance counted them (each room has one decode instance; the
+ * prefill instances when a decode instance has no rank heard); bytes and
+ * GB/s as the prefill ranks counted what they moved; pages quarantined;
+ * peers lost. What only the demo knows stays its own: the bytes it
+ * verified, latency from pre-allocation, whether the ranks agree. Each
+ * rank's counters must match that rank's own records, and the counted
+ * rooms the demo's comparison: otherwise the run FAILED. A rank not heard
+ * has no counters here: the summary says so.
  */
 #include "demo.h"
 
+#include <jansson.h>
+
 #include <mpi.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* An upper bound of the bytes of one aux row as kvx moves it (its header
+ * and the demo's 4-byte first token), per prefill and decode rank pair. */
+#define AUX_ROW_MAX 256
 
 typedef struct group {
     int32_t status, stage, origin;
@@ -38,55 +57,124 @@ struct demo_report {
     double p50, p99;
     group_t *groups;
     size_t ngroups;
+    double *done_at; /* per request: when agreed SUCCESS everywhere, else -1 (trace.h) */
+    /* The ranks heard at the end; a lost instance is one with a rank that
+     * was not. Its rooms, and the other instances' before and after. */
+    demo_xchg_t *x;
+    int *heard;
+    double lost_at; /* the first room failed by the loss, s into the run */
+    size_t lost_rooms, lost_rooms_failed;
+    group_t *lost_groups;
+    size_t nlost_groups;
+    size_t before, after; /* SUCCESS rooms of whole instances */
+    uint32_t differ_example[3];
+    size_t ndiffer_examples;
+    uint64_t bytes_before, bytes_after;
+    const char **text_of; /* per request: its failure as decode TP rank 0 formatted it */
+    /* kvx_ctx_stats() of each rank heard, and what the summary takes from it. */
+    kvx_stats_t *kstats;
+    int *has_kstats;
+    int *counting;   /* per world rank: its counters are the rooms' counts */
+    int count_side;  /* the rooms counted by the decode (1) or prefill (0) instances */
+    int count_whole; /* every instance of that side has a rank counted */
+    int bytes_whole; /* every prefill rank's counters were read */
+    uint64_t csucceeded, cfailed, crefused, cbytes, cquarantined, csrc_quarantined, cpeers_lost;
+    size_t nmismatch; /* counters that do not match the demo's records */
+    char mismatch[4][320];
 };
 
-/* MPI_Gatherv of n items of size bytes from every rank to rank 0. */
-static void *gather(const void *mine, size_t n, size_t size, size_t *total_p)
-{
-    int rank, world, count = (int)(n * size), *counts = NULL, *displs = NULL;
-    char *all = NULL;
-    size_t total = 0;
-
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (rank == 0) {
-        counts = calloc((size_t)world, sizeof(int));
-        displs = calloc((size_t)world, sizeof(int));
-    }
-    MPI_Gather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        for (int r = 0; r < world; r++) {
-            displs[r] = (int)total;
-            total += (size_t)counts[r];
-        }
-        all = malloc(total > 0 ? total : 1);
-    }
-    MPI_Gatherv(mine, count, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    free(counts);
-    free(displs);
-    *total_p = total / size;
-    return all;
-}
+/* What a rank sends at the end: its counts and kvx's, then its outcomes
+ * and texts. */
+typedef struct report_head {
+    double elapsed;
+    uint64_t stats[4];
+    uint64_t nout, ntexts;
+    uint64_t has_kstats;
+    kvx_stats_t kstats;
+} report_head_t;
 
 demo_report_t *demo_report_gather(const demo_serve_t *s)
 {
     demo_report_t *r = calloc(1, sizeof(*r));
     int reporter = s->id.role == KVX_ROLE_DECODE && s->id.tp_rank == 0;
-    uint64_t stats[4] = { 0, 0, 0, 0 };
+    report_head_t h;
+    size_t len = sizeof(h) + s->nmine * sizeof(demo_outcome_t) + s->ntexts * sizeof(demo_text_t);
+    char *mine = malloc(len);
 
+    if (r == NULL || mine == NULL) {
+        fprintf(stderr, "kvx-demo: rank %d: out of memory for the report\n", s->id.world_rank);
+        free(mine);
+        return r;
+    }
     r->o = s->o;
     r->id = s->id;
-    r->all = gather(s->out, s->nmine, sizeof(demo_outcome_t), &r->nall);
-    r->texts = gather(s->texts, s->ntexts, sizeof(demo_text_t), &r->ntexts);
-    MPI_Reduce(&s->elapsed, &r->elapsed, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    memset(&h, 0, sizeof(h));
+    h.elapsed = s->elapsed;
+    h.nout = s->nmine;
+    h.ntexts = s->ntexts;
     if (reporter) {
-        stats[0] = s->quarantined_pages;
-        stats[1] = s->pages.taken;
-        stats[2] = s->pages.runs;
-        stats[3] = s->drain_waits;
+        h.stats[0] = s->quarantined_pages;
+        h.stats[1] = s->pages.taken;
+        h.stats[2] = s->pages.runs;
+        h.stats[3] = s->drain_waits;
     }
-    MPI_Reduce(stats, r->decode_stats, 4, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    /* Every room this rank opened is closed by now: each has its outcome in
+     * the counters. */
+    h.has_kstats = kvx_ctx_stats(s->ctx, &h.kstats) == KVX_OK;
+    memcpy(mine, &h, sizeof(h));
+    if (s->nmine > 0) { /* s->out is NULL on a rank that reports no room */
+        memcpy(mine + sizeof(h), s->out, s->nmine * sizeof(demo_outcome_t));
+    }
+    if (s->ntexts > 0) {
+        memcpy(mine + sizeof(h) + s->nmine * sizeof(demo_outcome_t), s->texts,
+               s->ntexts * sizeof(demo_text_t));
+    }
+    r->x = demo_xchg_all(mine, len, s->o->end_timeout);
+    free(mine);
+    r->heard = calloc((size_t)s->id.world_size, sizeof(int));
+    r->kstats = calloc((size_t)s->id.world_size, sizeof(kvx_stats_t));
+    r->has_kstats = calloc((size_t)s->id.world_size, sizeof(int));
+    for (int k = 0; r->x != NULL && r->heard != NULL && r->kstats != NULL &&
+                    r->has_kstats != NULL && k < s->id.world_size;
+         k++) {
+        const void *data;
+        report_head_t rh;
+        size_t n;
+
+        if (!demo_xchg_heard(r->x, k, &data, &n) || n < sizeof(rh)) {
+            continue;
+        }
+        memcpy(&rh, data, sizeof(rh));
+        if (n != sizeof(rh) + rh.nout * sizeof(demo_outcome_t) + rh.ntexts * sizeof(demo_text_t)) {
+            continue;
+        }
+        r->heard[k] = 1;
+        if (rh.has_kstats) {
+            r->kstats[k] = rh.kstats;
+            r->has_kstats[k] = 1;
+        }
+        r->elapsed = rh.elapsed > r->elapsed ? rh.elapsed : r->elapsed;
+        for (int i = 0; i < 4; i++) {
+            r->decode_stats[i] += rh.stats[i];
+        }
+        r->all = realloc(r->all, (r->nall + rh.nout) * sizeof(demo_outcome_t));
+        r->texts = realloc(r->texts, (r->ntexts + rh.ntexts) * sizeof(demo_text_t) + 1);
+        if (r->all == NULL || r->texts == NULL) {
+            break;
+        }
+        memcpy(r->all + r->nall, (const char *)data + sizeof(rh), rh.nout * sizeof(demo_outcome_t));
+        memcpy(r->texts + r->ntexts,
+               (const char *)data + sizeof(rh) + rh.nout * sizeof(demo_outcome_t),
+               rh.ntexts * sizeof(demo_text_t));
+        r->nall += rh.nout;
+        r->ntexts += rh.ntexts;
+    }
     return r;
+}
+
+int demo_report_complete(const demo_report_t *r)
+{
+    return r != NULL && demo_xchg_all_heard(r->x);
 }
 
 void demo_report_free(demo_report_t *r)
@@ -95,6 +183,15 @@ void demo_report_free(demo_report_t *r)
         free(r->all);
         free(r->texts);
         free(r->groups);
+        free(r->done_at);
+        free(r->lost_groups);
+        free(r->heard);
+        free(r->text_of);
+        free(r->kstats);
+        free(r->has_kstats);
+        free(r->counting);
+        /* A report to a rank that is gone never completes: left to MPI. */
+        demo_xchg_free(r->x, 1.0);
         free(r);
     }
 }
@@ -110,31 +207,55 @@ static int same_outcome(const demo_outcome_t *a, const demo_outcome_t *b)
                                            a->origin == b->origin && a->injected == b->injected);
 }
 
-static void add_failure(demo_report_t *r, const demo_outcome_t *o, const char *text)
+static void add_group(group_t **groups, size_t *ngroups, const demo_outcome_t *o, const char *text)
 {
     size_t g;
 
-    for (g = 0; g < r->ngroups; g++) {
-        group_t *x = &r->groups[g];
+    for (g = 0; g < *ngroups; g++) {
+        group_t *x = &(*groups)[g];
 
         if (x->status == o->status && x->stage == o->stage && x->origin == o->origin &&
             x->injected == o->injected) {
             break;
         }
     }
-    if (g == r->ngroups) {
-        group_t *more = realloc(r->groups, (r->ngroups + 1) * sizeof(group_t));
+    if (g == *ngroups) {
+        group_t *more = realloc(*groups, (*ngroups + 1) * sizeof(group_t));
 
         if (more == NULL) {
             return;
         }
-        r->groups = more;
-        r->groups[r->ngroups++] = (group_t){ o->status, o->stage, o->origin, o->injected, 0, NULL };
+        *groups = more;
+        (*groups)[(*ngroups)++] = (group_t){ o->status, o->stage, o->origin, o->injected, 0, NULL };
     }
-    r->groups[g].rooms++;
-    if (r->groups[g].example == NULL) {
-        r->groups[g].example = text;
+    (*groups)[g].rooms++;
+    if ((*groups)[g].example == NULL) {
+        (*groups)[g].example = text;
     }
+}
+
+/* The world rank of TP rank t of an instance. */
+static int rank_of(const demo_report_t *r, int decode, int instance, int t)
+{
+    return decode ? r->id.prefill_instances * r->id.prefill_tp + instance * r->id.decode_tp + t
+                  : instance * r->id.prefill_tp + t;
+}
+
+/* TP ranks of an instance that were heard at the end. */
+static unsigned heard_of(const demo_report_t *r, int decode, int instance)
+{
+    int tp = decode ? r->id.decode_tp : r->id.prefill_tp;
+    unsigned n = 0;
+
+    for (int t = 0; t < tp; t++) {
+        n += r->heard != NULL && r->heard[rank_of(r, decode, instance, t)];
+    }
+    return n;
+}
+
+static int instance_whole(const demo_report_t *r, int decode, int instance)
+{
+    return heard_of(r, decode, instance) == (unsigned)(decode ? r->id.decode_tp : r->id.prefill_tp);
 }
 
 /* Failures in the order rooms meet them: by stage, then origin rank. */
@@ -151,7 +272,7 @@ static int by_stage(const void *a, const void *b)
     return (x->status > y->status) - (x->status < y->status);
 }
 
-static int by_value(const void *a, const void *b)
+int demo_by_value(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
 
@@ -159,7 +280,7 @@ static int by_value(const void *a, const void *b)
 }
 
 /* Nearest rank: the smallest value with at least p of them at or below. */
-static double percentile(const double *v, size_t n, double p)
+double demo_percentile(const double *v, size_t n, double p)
 {
     size_t k = (size_t)(p * (double)n + 0.999999);
 
@@ -171,62 +292,360 @@ typedef struct room_view {
     unsigned records;
     int differ;
     double latency_ms; /* the slowest decode rank */
+    double agreed_s;   /* when the slowest decode rank saw it agreed */
     uint64_t bytes, mismatches;
 } room_view_t;
 
+/* The rooms of an instance that lost a rank are compared among the ranks
+ * left (every TP rank of the other instance and the survivors of the broken
+ * one) by state and reason only: the two instances may name different
+ * origins for the same loss. Rooms of whole instances are compared as
+ * always, and count before or after the loss was first seen. */
 static void compare(demo_report_t *r)
 {
     size_t N = r->o->requests;
-    unsigned expect = (unsigned)(r->id.prefill_tp + r->id.decode_tp);
     room_view_t *v = calloc(N, sizeof(room_view_t));
-    const char **text = calloc(N, sizeof(char *));
+    const char **text = r->text_of = calloc(N, sizeof(char *));
     double *lat = calloc(N, sizeof(double));
+    double *at = calloc(N, sizeof(double));
     size_t nlat = 0;
+    demo_req_t *reqs = demo_requests(r->o, &r->id);
 
+    r->done_at = calloc(N, sizeof(double));
+    if (v == NULL || text == NULL || lat == NULL || at == NULL || reqs == NULL) {
+        goto out;
+    }
     for (size_t k = 0; k < r->ntexts; k++) {
-        text[r->texts[k].req] = r->texts[k].line;
+        if (r->texts[k].req < N) {
+            text[r->texts[k].req] = r->texts[k].line;
+        }
     }
     for (size_t k = 0; k < r->nall; k++) {
         const demo_outcome_t *o = &r->all[k];
         room_view_t *x = &v[o->req];
+        int whole =
+            instance_whole(r, 0, reqs[o->req].prefill) && instance_whole(r, 1, reqs[o->req].decode);
 
-        x->differ |= x->records > 0 && !same_outcome(x->ref, o);
+        x->differ |= x->records > 0 &&
+                     (whole ? !same_outcome(x->ref, o)
+                            : x->ref->concluded != o->concluded || x->ref->state != o->state ||
+                                  (o->state == KVX_ROOM_FAILED && x->ref->status != o->status));
         x->ref = x->records++ == 0 ? o : x->ref;
         x->latency_ms = o->latency_ms > x->latency_ms ? o->latency_ms : x->latency_ms;
+        x->agreed_s = o->agreed_s > x->agreed_s ? o->agreed_s : x->agreed_s;
         x->bytes += o->bytes;
         x->mismatches += o->mismatches;
         r->mismatches += o->mismatches;
+        at[o->req] = o->at_s > at[o->req] ? o->at_s : at[o->req];
+        if (!whole && o->state == KVX_ROOM_FAILED && o->status == KVX_ERR_PEER_LOST &&
+            (r->lost_at == 0 || o->at_s < r->lost_at)) {
+            r->lost_at = o->at_s;
+        }
     }
     for (size_t i = 0; i < N; i++) {
         room_view_t *x = &v[i];
+        int whole = instance_whole(r, 0, reqs[i].prefill) && instance_whole(r, 1, reqs[i].decode);
+        unsigned expect = heard_of(r, 0, reqs[i].prefill) + heard_of(r, 1, reqs[i].decode);
 
-        if (x->records != expect || !x->ref->concluded) {
-            r->unconcluded++;
+        r->done_at[i] = -1;
+        r->lost_rooms += !whole;
+        if (x->records != expect || x->records == 0 || !x->ref->concluded || x->differ) {
+            r->unconcluded += x->records != expect || x->records == 0 || !x->ref->concluded;
             r->disagreed++;
-        } else if (x->differ) {
-            r->disagreed++;
+            if (r->ndiffer_examples < 3) {
+                r->differ_example[r->ndiffer_examples++] = (uint32_t)i;
+            }
         } else if (x->ref->state == KVX_ROOM_SUCCESS) {
             r->success++;
             r->bytes += x->bytes;
             lat[nlat++] = x->latency_ms;
+            r->done_at[i] = x->agreed_s;
+            if (whole && r->lost_at > 0 && at[i] >= r->lost_at) {
+                r->after++;
+                r->bytes_after += x->bytes;
+            } else if (whole) {
+                r->before++;
+                r->bytes_before += x->bytes;
+            }
         } else {
             r->failed++;
-            r->not_injected += !x->ref->injected;
-            add_failure(r, x->ref, text[i]);
+            if (!whole) {
+                /* A loss is no injected fault, but it is what this run
+                 * shows: these rooms could not succeed. */
+                r->lost_rooms_failed++;
+                add_group(&r->lost_groups, &r->nlost_groups, x->ref, text[i]);
+                r->not_injected += x->ref->status != KVX_ERR_PEER_LOST && !x->ref->injected;
+            } else {
+                r->not_injected += !x->ref->injected;
+            }
+        }
+    }
+    if (nlat > 0) {
+        qsort(lat, nlat, sizeof(double), demo_by_value);
+    }
+    r->p50 = demo_percentile(lat, nlat, 0.50);
+    r->p99 = demo_percentile(lat, nlat, 0.99);
+out:
+    /* The examples point into r->texts, which lives as long as r. */
+    free(v);
+    free(lat);
+    free(at);
+    free(reqs);
+}
+
+/* ---- kvx's counters ---------------------------------------------------------------- */
+
+/* A rank's own records of the rooms it had. */
+typedef struct tally {
+    size_t opened;    /* rooms kvx opened on it */
+    size_t succeeded; /* of those, concluded SUCCESS */
+    size_t failed;    /* concluded FAILED */
+    size_t pending;   /* not concluded (given up at the time limit) */
+    size_t refused;   /* rooms kvx refused to open: failed, and never in its counters */
+} tally_t;
+
+static void mismatch(demo_report_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void mismatch(demo_report_t *r, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (r->nmismatch < sizeof(r->mismatch) / sizeof(r->mismatch[0])) {
+        va_start(ap, fmt);
+        vsnprintf(r->mismatch[r->nmismatch], sizeof(r->mismatch[0]), fmt, ap);
+        va_end(ap);
+    }
+    r->nmismatch++;
+}
+
+/* "decode[1].tp0": where a world rank sits in the layout. */
+static void rank_name(const demo_report_t *r, int rank, char *buf, size_t len)
+{
+    int np = r->id.prefill_instances * r->id.prefill_tp;
+
+    if (rank < np) {
+        snprintf(buf, len, "prefill[%d].tp%d", rank / r->id.prefill_tp, rank % r->id.prefill_tp);
+    } else {
+        snprintf(buf, len, "decode[%d].tp%d", (rank - np) / r->id.decode_tp,
+                 (rank - np) % r->id.decode_tp);
+    }
+}
+
+/* Where kvx_stats_t.failures files a failure: [stage][origin role][-status],
+ * out-of-range values where kvx_ctx_stats() puts them (stage init, role
+ * none, index 0). */
+static uint64_t *cell_of(uint64_t (*cells)[3][KVX_STATS_STATUSES], const demo_outcome_t *o)
+{
+    unsigned stage = (unsigned)o->stage < KVX_STAGE_COUNT ? (unsigned)o->stage : KVX_STAGE_INIT;
+    unsigned role = (unsigned)o->origin_role < 3 ? (unsigned)o->origin_role : KVX_ROLE_NONE;
+    int st = o->status < 0 && -o->status < KVX_STATS_STATUSES ? -o->status : 0;
+
+    return &cells[stage][role][st];
+}
+
+/* The first cell where two failure tables differ; 0 when none does. */
+static int first_difference(const uint64_t (*a)[3][KVX_STATS_STATUSES],
+                            const uint64_t (*b)[3][KVX_STATS_STATUSES], unsigned *stage,
+                            unsigned *role, unsigned *st)
+{
+    for (*stage = 0; *stage < KVX_STAGE_COUNT; (*stage)++) {
+        for (*role = 0; *role < 3; (*role)++) {
+            for (*st = 0; *st < KVX_STATS_STATUSES; (*st)++) {
+                if (a[*stage][*role][*st] != b[*stage][*role][*st]) {
+                    return 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Rank k's counters against its own records: the rooms kvx opened there,
+ * their outcomes, and the failures by stage, origin role and status. Exact
+ * when every room it opened was concluded; a room given up at the time
+ * limit was closed unconcluded, and kvx counted it by its state then. */
+static void check_rank(demo_report_t *r, int k, tally_t *t)
+{
+    const kvx_stats_t *ks = &r->kstats[k];
+    uint64_t(*cells)[3][KVX_STATS_STATUSES] = calloc(1, sizeof(ks->failures));
+    unsigned stage, role, st;
+    char name[64];
+
+    rank_name(r, k, name, sizeof(name));
+    if (cells == NULL) {
+        mismatch(r, "%s (rank %d): no memory to compare its counters", name, k);
+        return;
+    }
+    for (size_t i = 0; i < r->nall; i++) {
+        const demo_outcome_t *o = &r->all[i];
+
+        if (o->rank != k) {
+            continue;
+        }
+        if (!o->opened) {
+            t->refused += o->concluded != 0;
+            continue;
+        }
+        t->opened++;
+        if (!o->concluded) {
+            t->pending++;
+        } else if (o->state == KVX_ROOM_SUCCESS) {
+            t->succeeded++;
+        } else {
+            t->failed++;
+            (*cell_of(cells, o))++;
+        }
+    }
+    if (ks->rooms_opened != t->opened || ks->rooms_succeeded < t->succeeded ||
+        ks->rooms_succeeded > t->succeeded + t->pending || ks->rooms_failed < t->failed ||
+        ks->rooms_failed > t->failed + t->pending ||
+        ks->rooms_succeeded + ks->rooms_failed > t->opened) {
+        mismatch(r,
+                 "%s (rank %d): kvx counted %llu rooms opened, %llu succeeded, %llu failed; "
+                 "its own records %zu, %zu, %zu (%zu not concluded)",
+                 name, k, (unsigned long long)ks->rooms_opened,
+                 (unsigned long long)ks->rooms_succeeded, (unsigned long long)ks->rooms_failed,
+                 t->opened, t->succeeded, t->failed, t->pending);
+    } else if (t->pending == 0 && first_difference((const uint64_t(*)[3][KVX_STATS_STATUSES])cells,
+                                                   ks->failures, &stage, &role, &st)) {
+        mismatch(r,
+                 "%s (rank %d): failures at stage %s from a %s rank with %s: kvx counted %llu, "
+                 "its own records %llu",
+                 name, k, kvx_stage_name((kvx_stage_t)stage), kvx_role_name((kvx_role_t)role),
+                 st ? kvx_status_name(-(kvx_status_t)st) : "a status out of range",
+                 (unsigned long long)ks->failures[stage][role][st],
+                 (unsigned long long)cells[stage][role][st]);
+    }
+    free(cells);
+}
+
+/* The lowest TP rank of an instance whose counters were read, or -1. */
+static int counted_rank(const demo_report_t *r, int decode, int instance)
+{
+    int tp = decode ? r->id.decode_tp : r->id.prefill_tp;
+
+    for (int t = 0; t < tp; t++) {
+        int k = rank_of(r, decode, instance, t);
+
+        if (r->has_kstats[k]) {
+            return k;
+        }
+    }
+    return -1;
+}
+
+/* Has every instance of a side a rank counted? */
+static int side_whole(const demo_report_t *r, int decode)
+{
+    int instances = decode ? r->id.decode_instances : r->id.prefill_instances;
+
+    for (int i = 0; i < instances; i++) {
+        if (counted_rank(r, decode, i) < 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* What kvx moved: a prefill rank's puts, packed puts and data messages. */
+static uint64_t moved(const kvx_stats_t *ks)
+{
+    return ks->bytes[KVX_XFER_PUT] + ks->bytes[KVX_XFER_PACKED_PUT] + ks->bytes[KVX_XFER_MSG_SENT];
+}
+
+/* The summary's counts from the counters of the ranks heard, each rank's
+ * counters checked against its own records, and the counted rooms against
+ * the comparison's (after compare()). */
+static void count(demo_report_t *r)
+{
+    int world = r->id.world_size, np = r->id.prefill_instances * r->id.prefill_tp;
+    tally_t *t = calloc((size_t)world, sizeof(tally_t));
+    int instances;
+
+    r->counting = calloc((size_t)world, sizeof(int));
+    if (t == NULL || r->counting == NULL || r->kstats == NULL || r->has_kstats == NULL ||
+        r->all == NULL) {
+        mismatch(r, "no memory to read kvx's counters");
+        free(t);
+        return;
+    }
+    for (int k = 0; k < world; k++) {
+        if (r->has_kstats[k]) {
+            check_rank(r, k, &t[k]);
+        }
+    }
+    /* Rooms: one rank of each decode instance, else of each prefill
+     * instance, counts every room once. */
+    r->count_side = side_whole(r, 1) || !side_whole(r, 0);
+    r->count_whole = side_whole(r, r->count_side);
+    instances = r->count_side ? r->id.decode_instances : r->id.prefill_instances;
+    for (int i = 0; i < instances; i++) {
+        int k = counted_rank(r, r->count_side, i);
+
+        if (k >= 0) {
+            r->counting[k] = 1;
+            r->csucceeded += r->kstats[k].rooms_succeeded;
+            r->cfailed += r->kstats[k].rooms_failed + t[k].refused;
+            r->crefused += t[k].refused;
+        }
+    }
+    for (int i = 0; i < r->id.decode_instances; i++) {
+        int k = counted_rank(r, 1, i);
+
+        r->cquarantined += k >= 0 ? r->kstats[k].pages_quarantined : 0;
+    }
+    r->bytes_whole = 1;
+    for (int k = 0; k < world; k++) {
+        if (!r->has_kstats[k]) {
+            r->bytes_whole &= k >= np;
+            continue;
+        }
+        if (k < np) {
+            r->cbytes += moved(&r->kstats[k]);
+            r->csrc_quarantined += r->kstats[k].src_pages_quarantined;
+        }
+        r->cpeers_lost += r->kstats[k].peers_lost;
+    }
+    /* The failures as the counting ranks recorded them: kvx's counters by
+     * stage, origin role and status (checked above), split by origin rank
+     * and whether injected, which only the records say. */
+    for (size_t i = 0; i < r->nall; i++) {
+        const demo_outcome_t *o = &r->all[i];
+
+        if (o->rank >= 0 && o->rank < world && r->counting[o->rank] && o->concluded &&
+            o->state == KVX_ROOM_FAILED) {
+            add_group(&r->groups, &r->ngroups, o,
+                      r->text_of != NULL && o->req < r->o->requests ? r->text_of[o->req] : NULL);
         }
     }
     if (r->ngroups > 0) { /* qsort() takes no NULL array, even empty */
         qsort(r->groups, r->ngroups, sizeof(group_t), by_stage);
     }
-    if (nlat > 0) {
-        qsort(lat, nlat, sizeof(double), by_value);
+    /* The demo's own count of the rooms against kvx's. */
+    if (r->count_whole && r->disagreed == 0 &&
+        (r->csucceeded != r->success || r->cfailed != r->failed)) {
+        mismatch(r,
+                 "rooms: kvx's counters count %llu succeeded and %llu failed, the demo's "
+                 "comparison %zu and %zu",
+                 (unsigned long long)r->csucceeded, (unsigned long long)r->cfailed, r->success,
+                 r->failed);
     }
-    r->p50 = percentile(lat, nlat, 0.50);
-    r->p99 = percentile(lat, nlat, 0.99);
-    /* The examples point into r->texts, which lives as long as r. */
-    free(v);
-    free(text);
-    free(lat);
+    /* Every byte verified was moved by a prefill rank; beyond it, a room
+     * that succeeded moved only its aux rows. */
+    if (r->bytes_whole && r->cbytes < r->bytes) {
+        mismatch(r,
+                 "bytes: the prefill ranks' counters count %llu moved, fewer than the %llu "
+                 "the decode ranks verified",
+                 (unsigned long long)r->cbytes, (unsigned long long)r->bytes);
+    } else if (r->bytes_whole && r->cfailed == 0 && r->disagreed == 0 &&
+               r->cbytes - r->bytes >
+                   (uint64_t)AUX_ROW_MAX * r->success * r->id.prefill_tp * r->id.decode_tp) {
+        mismatch(r,
+                 "bytes: the prefill ranks' counters count %llu moved, %llu more than the "
+                 "decode ranks verified: more than aux rows can be",
+                 (unsigned long long)r->cbytes, (unsigned long long)(r->cbytes - r->bytes));
+    }
+    free(t);
 }
 
 /* ---- the output ------------------------------------------------------------------------ */
@@ -269,116 +688,447 @@ static void print_failures(const demo_report_t *r)
     }
 }
 
+/* "decode[1] (rank 4)": the instances with a rank not heard at the end. */
+static size_t lost_names(const demo_report_t *r, char *buf, size_t len)
+{
+    size_t o = 0, n = 0;
+
+    buf[0] = '\0';
+    for (int d = 0; d < 2; d++) {
+        int instances = d ? r->id.decode_instances : r->id.prefill_instances;
+        int tp = d ? r->id.decode_tp : r->id.prefill_tp;
+
+        for (int i = 0; i < instances; i++) {
+            if (instance_whole(r, d, i)) {
+                continue;
+            }
+            o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s[%d] (rank", n++ ? ", " : "",
+                                  d ? "decode" : "prefill", i);
+            for (int t = 0; t < tp; t++) {
+                int k = rank_of(r, d, i, t);
+
+                if (!r->heard[k]) {
+                    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, " %d", k);
+                }
+            }
+            o += (size_t)snprintf(buf + o, o < len ? len - o : 0, " not heard)");
+        }
+    }
+    return n;
+}
+
+static double rate(uint64_t bytes, double s)
+{
+    return s > 0 ? (double)bytes / s / 1e9 : 0.0;
+}
+
+static void print_lost(const demo_report_t *r)
+{
+    char names[256];
+
+    if (lost_names(r, names, sizeof(names)) == 0) {
+        return;
+    }
+    printf("lost:         %s, first seen %.2f s into the run: %zu of its %zu rooms failed%s\n",
+           names, r->lost_at, r->lost_rooms_failed, r->lost_rooms,
+           r->lost_rooms_failed == r->lost_rooms ? "" : " (the rest succeeded before the loss)");
+    /* Their reasons are rows of the failures table above (--json: lost.reasons). */
+    printf("others:       rooms of whole instances: %zu succeeded before (%.2f GB/s), %zu after "
+           "(%.2f GB/s)\n",
+           r->before, rate(r->bytes_before, r->lost_at), r->after,
+           rate(r->bytes_after, r->elapsed - r->lost_at));
+}
+
+/* What each rank concluded about the first rooms that differ. */
+static void print_differ(const demo_report_t *r)
+{
+    for (size_t e = 0; e < r->ndiffer_examples; e++) {
+        char line[512];
+        size_t o = 0;
+
+        o += (size_t)snprintf(line, sizeof(line), "  request %u:", r->differ_example[e]);
+        for (size_t k = 0; k < r->nall && o < sizeof(line); k++) {
+            const demo_outcome_t *x = &r->all[k];
+
+            if (x->req == r->differ_example[e]) {
+                o += (size_t)snprintf(
+                    line + o, sizeof(line) - o, " rank %d %s%s%s", x->rank,
+                    !x->concluded ? "not concluded" : kvx_room_state_name(x->state),
+                    x->concluded && x->state == KVX_ROOM_FAILED ? " " : "",
+                    x->concluded && x->state == KVX_ROOM_FAILED ? kvx_status_name(x->status) : "");
+            }
+        }
+        printf("%s\n", line);
+    }
+}
+
+static int heard_count(const demo_report_t *r)
+{
+    int n = 0;
+
+    for (int k = 0; r->heard != NULL && k < r->id.world_size; k++) {
+        n += r->heard[k];
+    }
+    return n;
+}
+
+/* Appends to buf: the names of the ranks for which pick() is true. */
+static size_t rank_list(const demo_report_t *r, int (*pick)(const demo_report_t *, int), char *buf,
+                        size_t len)
+{
+    size_t o = 0, n = 0;
+
+    buf[0] = '\0';
+    for (int k = 0; k < r->id.world_size; k++) {
+        char name[64];
+
+        if (!pick(r, k)) {
+            continue;
+        }
+        rank_name(r, k, name, sizeof(name));
+        o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s", n++ ? ", " : "", name);
+    }
+    return n;
+}
+
+static int pick_counting(const demo_report_t *r, int k)
+{
+    return r->counting != NULL && r->counting[k];
+}
+
+static int pick_unavailable(const demo_report_t *r, int k)
+{
+    return r->has_kstats == NULL || !r->has_kstats[k];
+}
+
+static int pick_lost_peers(const demo_report_t *r, int k)
+{
+    return r->has_kstats != NULL && r->has_kstats[k] && r->kstats[k].peers_lost > 0;
+}
+
+/* "decode[1]": the instances of the counting side without a rank counted. */
+static size_t uncounted_names(const demo_report_t *r, char *buf, size_t len)
+{
+    int d = r->count_side;
+    size_t o = 0, n = 0;
+
+    buf[0] = '\0';
+    for (int i = 0;
+         r->has_kstats != NULL && i < (d ? r->id.decode_instances : r->id.prefill_instances); i++) {
+        if (counted_rank(r, d, i) < 0) {
+            o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s[%d]", n++ ? ", " : "",
+                                  d ? "decode" : "prefill", i);
+        }
+    }
+    return n;
+}
+
+/* Where the counts came from, whether every rank's counters match its own
+ * records, which ranks have none, and the peers lost. */
+static void print_counters(const demo_report_t *r)
+{
+    char counting[256], missing[256], uncounted[128], lost[256];
+    size_t nmissing = rank_list(r, pick_unavailable, missing, sizeof(missing));
+    size_t nlost = rank_list(r, pick_lost_peers, lost, sizeof(lost));
+
+    if (rank_list(r, pick_counting, counting, sizeof(counting)) == 0) {
+        snprintf(counting, sizeof(counting), "no rank");
+    }
+    printf("counters:     kvx_ctx_stats() of %s %d ranks %s; rooms and failures as %s counted "
+           "them, bytes as the prefill ranks%s did; %llu peers lost%s%s%s\n",
+           nmissing ? "the" : "all", r->id.world_size - (int)nmissing,
+           r->nmismatch ? "read, but NOT all match their own records" : "match their own records",
+           counting, r->bytes_whole ? "" : " heard", (unsigned long long)r->cpeers_lost,
+           nlost ? " (counted by " : "", nlost ? lost : "", nlost ? ")" : "");
+    if (nmissing > 0) {
+        printf("  unavailable: %s (not heard at the end): %s counters are not in these counts\n",
+               missing, nmissing == 1 ? "its" : "their");
+    }
+    if (uncounted_names(r, uncounted, sizeof(uncounted)) > 0) {
+        /* Only with a decode and a prefill instance both without a rank
+         * heard: no counters count those rooms. */
+        printf("  uncounted:   the rooms of %s: no rank of theirs was heard, nor of every "
+               "prefill instance\n",
+               uncounted);
+    }
+    if (r->crefused > 0) {
+        printf("  refused:     %llu of the failed rooms kvx refused to open: the demo counted "
+               "those (kvx never opened them)\n",
+               (unsigned long long)r->crefused);
+    }
+    for (size_t i = 0; i < r->nmismatch && i < sizeof(r->mismatch) / sizeof(r->mismatch[0]); i++) {
+        printf("  MISMATCH: %s\n", r->mismatch[i]);
+    }
+    if (r->nmismatch > sizeof(r->mismatch) / sizeof(r->mismatch[0])) {
+        printf("  MISMATCH: %zu more\n",
+               r->nmismatch - sizeof(r->mismatch) / sizeof(r->mismatch[0]));
+    }
+}
+
 static void print_summary(const demo_report_t *r)
 {
     int world = r->id.world_size;
     const uint64_t *d = r->decode_stats;
 
-    printf("rooms:        %u total: %zu succeeded, %zu failed, %zu disagreed (%zu not concluded)\n",
-           r->o->requests, r->success, r->failed, r->disagreed, r->unconcluded);
-    printf("bytes:        %.3f GB of KV in %.1f s: %.2f GB/s\n", (double)r->bytes / 1e9, r->elapsed,
-           r->elapsed > 0 ? (double)r->bytes / r->elapsed / 1e9 : 0.0);
+    if (r->disagreed == 0) {
+        printf(
+            "rooms:        %u total: %llu succeeded, %llu failed, 0 disagreed (0 not concluded)\n",
+            r->o->requests, (unsigned long long)r->csucceeded, (unsigned long long)r->cfailed);
+    } else {
+        /* The counters count a room as its counting rank concluded it,
+         * whatever the others did. */
+        printf("rooms:        %u total: %llu succeeded, %llu failed as kvx counted them; %zu "
+               "disagreed between ranks (%zu not concluded)\n",
+               r->o->requests, (unsigned long long)r->csucceeded, (unsigned long long)r->cfailed,
+               r->disagreed, r->unconcluded);
+    }
+    printf("bytes:        %.3f GB moved in %.1f s: %.2f GB/s (KV and aux rows, as kvx counted "
+           "them)\n",
+           (double)r->cbytes / 1e9, r->elapsed, rate(r->cbytes, r->elapsed));
     printf("latency:      p50 %.1f ms, p99 %.1f ms (pre-allocation to agreed SUCCESS)\n", r->p50,
            r->p99);
-    printf("verified:     %llu mismatched bytes (every head of every token of %zu rooms, and "
-           "their first tokens)\n",
-           (unsigned long long)r->mismatches, r->success);
-    if (r->disagreed == 0) {
+    printf("verified:     %llu mismatched bytes in %.3f GB of KV (every head of every token of %zu "
+           "rooms, and their first tokens)\n",
+           (unsigned long long)r->mismatches, (double)r->bytes / 1e9, r->success);
+    if (r->disagreed == 0 && r->lost_rooms > 0) {
+        printf("agreement:    the %d ranks heard agreed on every room (rooms of a lost instance: "
+               "state and status)\n",
+               heard_count(r));
+    } else if (r->disagreed == 0) {
         printf("agreement:    all %d ranks of both instances agreed on every room (state; "
                "when failed, origin, stage and status)\n",
                world);
     } else {
         printf("agreement:    %zu rooms were not concluded identically on all %d ranks\n",
                r->disagreed, world);
+        print_differ(r);
     }
     printf("decode pages: %llu granted in %llu runs (%.1f pages per run); %llu failed rooms "
-           "kept theirs until the writers drained; %llu quarantined\n",
+           "kept theirs until the writers drained; %llu quarantined",
            (unsigned long long)d[1], (unsigned long long)d[2],
            d[2] ? (double)d[1] / (double)d[2] : 0.0, (unsigned long long)d[3],
-           (unsigned long long)d[0]);
-    printf("failures:     %zu rooms%s\n", r->failed,
-           r->failed == 0         ? ""
-           : r->not_injected == 0 ? ", every one injected"
-                                  : ", some NOT injected");
+           (unsigned long long)r->cquarantined);
+    if (d[0] != r->cquarantined) {
+        /* An instance sets a room's pages aside on every TP rank when one
+         * of them got it quarantined. */
+        printf(" (the demo set %llu aside: quarantined on a TP sibling)", (unsigned long long)d[0]);
+    }
+    if (r->csrc_quarantined > 0) {
+        printf("; %llu prefill source pages quarantined", (unsigned long long)r->csrc_quarantined);
+    }
+    printf("\n");
+    print_counters(r);
+    printf("failures:     %llu rooms%s\n", (unsigned long long)r->cfailed,
+           r->failed == 0                               ? ""
+           : r->not_injected == 0 && r->lost_rooms == 0 ? ", every one injected"
+           : r->not_injected == 0                       ? ", every one injected or by the loss"
+                                                        : ", some NOT injected");
     print_failures(r);
+    if (r->o->replay != NULL) {
+        demo_replay_print(r->o, r->done_at);
+    }
+    print_lost(r);
 }
 
-static void json_string(FILE *f, const char *s)
+/* Sets key of obj to value; the first failure (no memory, a string not
+ * UTF-8) sticks in *bad. */
+static void jset(json_t *obj, const char *key, json_t *value, int *bad)
 {
-    fputc('"', f);
-    for (; *s != '\0'; s++) {
-        if (*s == '"' || *s == '\\') {
-            fprintf(f, "\\%c", *s);
-        } else if ((unsigned char)*s < 0x20) {
-            fprintf(f, "\\u%04x", (unsigned)*s);
-        } else {
-            fputc(*s, f);
-        }
+    if (value == NULL || json_object_set_new(obj, key, value) != 0) {
+        *bad = 1;
     }
-    fputc('"', f);
 }
 
-static int write_json(const demo_report_t *r, int ok)
+static json_t *json_failures(const demo_report_t *r, int *bad)
 {
-    FILE *f = fopen(r->o->json, "w");
-    char layout[96];
+    json_t *a = json_array();
 
-    if (f == NULL) {
-        perror(r->o->json);
-        return -1;
-    }
-    fprintf(f,
-            "{\"rooms_total\": %u, \"rooms_success\": %zu, \"rooms_failed\": %zu, "
-            "\"rooms_disagreed\": %zu,\n \"byte_mismatches\": %llu, \"bytes\": %llu, "
-            "\"gbps\": %.4f,\n \"latency_ms\": {\"p50\": %.3f, \"p99\": %.3f},\n \"failures\": [",
-            r->o->requests, r->success, r->failed, r->disagreed, (unsigned long long)r->mismatches,
-            (unsigned long long)r->bytes,
-            r->elapsed > 0 ? (double)r->bytes / r->elapsed / 1e9 : 0.0, r->p50, r->p99);
-    for (size_t g = 0; g < r->ngroups; g++) {
+    for (size_t g = 0; a != NULL && g < r->ngroups; g++) {
         const group_t *x = &r->groups[g];
+        json_t *o = json_object();
         char origin[64];
 
         origin_name(r, x->origin, origin, sizeof(origin));
-        fprintf(f, "%s\n  {\"reason\": ", g ? "," : "");
-        json_string(f, kvx_status_name(x->status));
-        fprintf(f, ", \"origin\": ");
-        json_string(f, origin);
-        fprintf(f, ", \"stage\": ");
-        json_string(f, kvx_stage_name(x->stage));
-        fprintf(f, ", \"injected\": %s, \"count\": %zu}", x->injected ? "true" : "false", x->rooms);
+        if (o == NULL || json_array_append_new(a, o) != 0) {
+            *bad = 1;
+            break;
+        }
+        jset(o, "reason", json_string(kvx_status_name(x->status)), bad);
+        jset(o, "origin", json_string(origin), bad);
+        jset(o, "stage", json_string(kvx_stage_name(x->stage)), bad);
+        jset(o, "injected", json_boolean(x->injected), bad);
+        jset(o, "count", json_integer((json_int_t)x->rooms), bad);
+    }
+    return a;
+}
+
+static json_t *json_lost(const demo_report_t *r, int *bad)
+{
+    json_t *lost = json_object(), *reasons = json_array(), *before, *after;
+    char names[256];
+
+    if (lost == NULL || reasons == NULL) {
+        json_decref(lost);
+        json_decref(reasons);
+        return NULL;
+    }
+    lost_names(r, names, sizeof(names));
+    jset(lost, "instances", json_string(names), bad);
+    jset(lost, "at_s", json_real(r->lost_at), bad);
+    jset(lost, "rooms", json_integer((json_int_t)r->lost_rooms), bad);
+    jset(lost, "rooms_failed", json_integer((json_int_t)r->lost_rooms_failed), bad);
+    for (size_t g = 0; g < r->nlost_groups; g++) {
+        const group_t *x = &r->lost_groups[g];
+        char origin[64];
+        json_t *o;
+
+        origin_name(r, x->origin, origin, sizeof(origin));
+        o = json_pack("{s:s, s:s, s:s, s:I}", "reason", kvx_status_name(x->status), "stage",
+                      kvx_stage_name(x->stage), "origin", origin, "count", (json_int_t)x->rooms);
+
+        if (o == NULL || json_array_append_new(reasons, o) != 0) {
+            *bad = 1;
+        }
+    }
+    jset(lost, "reasons", reasons, bad);
+    before = json_pack("{s:I, s:f}", "rooms_success", (json_int_t)r->before, "gbps",
+                       rate(r->bytes_before, r->lost_at));
+    after = json_pack("{s:I, s:f}", "rooms_success", (json_int_t)r->after, "gbps",
+                      rate(r->bytes_after, r->elapsed - r->lost_at));
+    jset(lost, "others_before", before, bad);
+    jset(lost, "others_after", after, bad);
+    return lost;
+}
+
+/* Where the counts came from, and whether they match the demo's records. */
+static json_t *json_counters(const demo_report_t *r, int *bad)
+{
+    json_t *c = json_object(), *from = json_array(), *missing = json_array(), *mism = json_array();
+    int ok = c != NULL && from != NULL && missing != NULL && mism != NULL;
+
+    for (int k = 0; ok && k < r->id.world_size; k++) {
+        char name[64];
+
+        rank_name(r, k, name, sizeof(name));
+        if (pick_counting(r, k) && json_array_append_new(from, json_string(name)) != 0) {
+            ok = 0;
+        }
+        if (pick_unavailable(r, k) && json_array_append_new(missing, json_integer(k)) != 0) {
+            ok = 0;
+        }
+    }
+    for (size_t i = 0; ok && i < r->nmismatch && i < sizeof(r->mismatch) / sizeof(r->mismatch[0]);
+         i++) {
+        ok = json_array_append_new(mism, json_string(r->mismatch[i])) == 0;
+    }
+    if (!ok) {
+        json_decref(c);
+        json_decref(from);
+        json_decref(missing);
+        json_decref(mism);
+        *bad = 1;
+        return NULL;
+    }
+    jset(c, "match", json_boolean(r->nmismatch == 0), bad);
+    jset(c, "rooms_from", from, bad);
+    jset(c, "rooms_complete", json_boolean(r->count_whole), bad);
+    jset(c, "bytes_complete", json_boolean(r->bytes_whole), bad);
+    jset(c, "unavailable_ranks", missing, bad);
+    jset(c, "src_pages_quarantined", json_integer((json_int_t)r->csrc_quarantined), bad);
+    jset(c, "mismatches", mism, bad);
+    return c;
+}
+
+/* --json FILE: the summary as one JSON object, written with jansson. */
+static int write_json(const demo_report_t *r, int ok)
+{
+    json_t *root = json_object(), *unreached = json_array();
+    char layout[96];
+    int bad = root == NULL || unreached == NULL;
+
+    if (bad) {
+        json_decref(root);
+        json_decref(unreached);
+        fprintf(stderr, "kvx-demo: no memory for the JSON summary\n");
+        return -1;
+    }
+    jset(root, "rooms_total", json_integer(r->o->requests), &bad);
+    jset(root, "rooms_success", json_integer((json_int_t)r->csucceeded), &bad);
+    jset(root, "rooms_failed", json_integer((json_int_t)r->cfailed), &bad);
+    jset(root, "rooms_disagreed", json_integer((json_int_t)r->disagreed), &bad);
+    jset(root, "byte_mismatches", json_integer((json_int_t)r->mismatches), &bad);
+    jset(root, "bytes", json_integer((json_int_t)r->cbytes), &bad);
+    jset(root, "gbps", json_real(rate(r->cbytes, r->elapsed)), &bad);
+    jset(root, "bytes_verified", json_integer((json_int_t)r->bytes), &bad);
+    jset(root, "latency_ms", json_pack("{s:f, s:f}", "p50", r->p50, "p99", r->p99), &bad);
+    jset(root, "failures", json_failures(r, &bad), &bad);
+    for (int k = 0; r->heard != NULL && k < r->id.world_size; k++) {
+        if (!r->heard[k] && json_array_append_new(unreached, json_integer(k)) != 0) {
+            bad = 1;
+        }
+    }
+    jset(root, "unreachable_ranks", unreached, &bad);
+    if (r->lost_rooms > 0) {
+        jset(root, "lost", json_lost(r, &bad), &bad);
     }
     snprintf(layout, sizeof(layout), "prefill:%dx%d,decode:%dx%d", r->id.prefill_instances,
              r->id.prefill_tp, r->id.decode_instances, r->id.decode_tp);
-    fprintf(f,
-            "],\n \"rooms_unconcluded\": %zu, \"quarantined_pages\": %llu, \"seconds\": %.3f, "
-            "\"layout\": \"%s\", \"ok\": %s}\n",
-            r->unconcluded, (unsigned long long)r->decode_stats[0], r->elapsed, layout,
-            ok ? "true" : "false");
-    return fclose(f) == 0 ? 0 : -1;
+    jset(root, "rooms_unconcluded", json_integer((json_int_t)r->unconcluded), &bad);
+    jset(root, "quarantined_pages", json_integer((json_int_t)r->cquarantined), &bad);
+    jset(root, "peers_lost", json_integer((json_int_t)r->cpeers_lost), &bad);
+    jset(root, "counters", json_counters(r, &bad), &bad);
+    jset(root, "seconds", json_real(r->elapsed), &bad);
+    jset(root, "layout", json_string(layout), &bad);
+    jset(root, "ok", json_boolean(ok), &bad);
+    if (r->o->replay != NULL) {
+        jset(root, "trace", demo_replay_json(r->o, r->done_at), &bad);
+    }
+    if (!bad &&
+        json_dump_file(root, r->o->json,
+                       JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) != 0) {
+        perror(r->o->json);
+        bad = 1;
+    } else if (bad) {
+        fprintf(stderr, "kvx-demo: the JSON summary could not be built; %s NOT written\n",
+                r->o->json);
+    }
+    json_decref(root);
+    return bad ? -1 : 0;
 }
 
 int demo_report_print(demo_report_t *r)
 {
-    int ok = 1;
+    int ok, printer = demo_xchg_first_heard(r->x);
 
-    if (r->id.world_rank == 0) {
-        compare(r);
-        ok = r->unconcluded == 0 && r->disagreed == 0 && r->mismatches == 0 && r->not_injected == 0;
-        print_summary(r);
-        if (r->o->json != NULL && write_json(r, ok) != 0) {
-            ok = 0;
-        }
-        if (ok) {
-            printf("kvx-demo: OK (%u rooms, %zu failed as injected, all ranks agreed)\n",
-                   r->o->requests, r->failed);
-        } else {
-            printf("kvx-demo: FAILED (%zu disagreed, %zu not concluded, %llu mismatched bytes, "
-                   "%zu failures not injected)\n",
-                   r->disagreed, r->unconcluded, (unsigned long long)r->mismatches,
-                   r->not_injected);
-        }
-        fflush(stdout);
+    /* Every rank works the summary out from what it heard; the lowest rank
+     * heard prints it. */
+    compare(r);
+    count(r);
+    ok = r->unconcluded == 0 && r->disagreed == 0 && r->mismatches == 0 && r->not_injected == 0 &&
+         r->nmismatch == 0;
+    if (printer != r->id.world_rank) {
+        return ok ? 0 : 1;
     }
-    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    print_summary(r);
+    if (r->o->json != NULL && write_json(r, ok) != 0) {
+        ok = 0;
+    }
+    if (r->o->plot != NULL) {
+        demo_replay_plot(r->o, r->done_at);
+    }
+    if (ok && r->lost_rooms > 0) {
+        printf("kvx-demo: OK (%u rooms, %zu failed by the lost instance, %zu as injected, every "
+               "other room succeeded; the ranks heard agreed)\n",
+               r->o->requests, r->lost_rooms_failed, r->failed - r->lost_rooms_failed);
+    } else if (ok) {
+        printf("kvx-demo: OK (%u rooms, %zu failed as injected, all ranks agreed)\n",
+               r->o->requests, r->failed);
+    } else {
+        printf("kvx-demo: FAILED (%zu disagreed, %zu not concluded, %llu mismatched bytes, "
+               "%zu failures not injected%s)\n",
+               r->disagreed, r->unconcluded, (unsigned long long)r->mismatches, r->not_injected,
+               r->nmismatch ? "; kvx's counters do NOT match the demo's records" : "");
+    }
+    fflush(stdout);
     return ok ? 0 : 1;
 }

@@ -20,7 +20,10 @@
  *      at different steps on different ranks, so while one is pending the
  *      step ends with an MPI_Allreduce over the TP ranks that says which
  *      rooms every rank has closed (and whether any got QUARANTINED). The
- *      same collective, every 32 steps, decides the time limit together.
+ *      same collective, every 32 steps, decides the time limit together,
+ *      and every step while the next --trace request has yet to arrive, the
+ *      clock that admits it (the slowest rank's: no rank opens a room before
+ *      its arrival).
  */
 #include "demo.h"
 
@@ -93,7 +96,7 @@ int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const
     s->ids = calloc(C, sizeof(uint64_t));
     s->round = calloc(C, sizeof(unsigned));
     s->agreed = calloc(C, sizeof(kvx_agreed_t));
-    s->sync = calloc(2 * (size_t)C + 1, sizeof(int));
+    s->sync = calloc(2 * (size_t)C + 2, sizeof(int));
     if (s->mine == NULL || s->out == NULL || s->flight == NULL || s->ids == NULL ||
         s->round == NULL || s->agreed == NULL || s->sync == NULL ||
         demo_kv_init(&s->kv, ctx, &o->kv, num_pages) != 0 ||
@@ -106,6 +109,7 @@ int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const
 
         if (inst == s->id.instance) {
             s->out[s->nmine].req = i;
+            s->out[s->nmine].rank = s->id.world_rank;
             s->mine[s->nmine++] = i;
         }
     }
@@ -146,6 +150,8 @@ static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
     out->status = st;
     out->stage = KVX_STAGE_BOOTSTRAP;
     out->origin = s->id.world_rank;
+    out->origin_role = s->id.role;
+    out->at_s = demo_now() - s->t0;
     f->agreed = 1;
     f->closed = 1;
 }
@@ -155,7 +161,8 @@ static int admit_one(demo_serve_t *s, demo_flight_t *f)
     const demo_req_t *r = &s->reqs[s->mine[s->next]];
     kvx_status_t st;
 
-    if (s->pages.count < r->npages || (is_decode(s) && s->aux.count == 0) ||
+    if (r->arrival > s->clock || s->pages.count < r->npages ||
+        (is_decode(s) && s->aux.count == 0) ||
         (f->pages = malloc(r->npages * sizeof(uint32_t))) == NULL) {
         return 0;
     }
@@ -172,6 +179,8 @@ static int admit_one(demo_serve_t *s, demo_flight_t *f)
     }
     if (st != KVX_OK) {
         open_failed(s, f, st);
+    } else {
+        s->out[f->mine].opened = 1;
     }
     return 1;
 }
@@ -314,15 +323,20 @@ static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
         out->status = why.status;
         out->stage = why.stage;
         out->origin = why.origin_rank;
+        out->origin_role = why.origin_role;
         out->injected = (why.flags & KVX_FAILURE_INJECTED) != 0;
         if (is_decode(s) && s->id.tp_rank == 0) {
             keep_text(s, out->req, &why);
         }
     }
+    /* Every rank says when it concluded: with a whole decode instance lost,
+     * only the prefill ranks tell when its rooms failed. */
+    out->at_s = demo_now() - s->t0;
     if (!is_decode(s)) {
         return;
     }
     out->latency_ms = (demo_now() - f->t_open) * 1e3;
+    out->agreed_s = demo_now() - s->t0;
     if (state == KVX_ROOM_SUCCESS) {
         out->mismatches = verify(s, f);
         out->bytes =
@@ -336,7 +350,7 @@ static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
  * The outcome is read from the room (kvx_room_info().agreed) rather than
  * from the round's out[]: kvx_agree_test() reports, for a room that got its
  * place in the agreement table during this very round, the outcome of the
- * room that held that place before (src/core/agree.c, agree_report()), so a
+ * room that held that place before (src/core/agree/agree.c, agree_report()), so a
  * room still BOOTSTRAPPING can come back "agreed SUCCESS". */
 static int serve_conclude(demo_serve_t *s, size_t n)
 {
@@ -440,8 +454,9 @@ static void give_up(demo_serve_t *s)
  * it depends only on agreed outcomes and the step count. */
 static int sync_needed(const demo_serve_t *s)
 {
-    if (s->steps % 32 == 0) {
-        return 1;
+    if (s->steps % 32 == 0 ||
+        (s->next < s->nmine && s->reqs[s->mine[s->next]].arrival > s->clock)) {
+        return 1; /* every 32 steps, and every step until the next request arrives */
     }
     for (unsigned i = 0; i < s->slots; i++) {
         const demo_flight_t *f = &s->flight[i];
@@ -467,8 +482,13 @@ static int serve_sync(demo_serve_t *s, int *busy)
         v[C + i] = f->req != NULL && f->closed == 2;
     }
     v[2 * C] = demo_now() - s->t0 > s->o->time_limit;
-    if (sync_needed(s)) {
-        MPI_Allreduce(MPI_IN_PLACE, v, (int)(2 * C + 1), MPI_INT, MPI_MAX, s->tp);
+    v[2 * C + 1] = -(int)((demo_now() - s->t0) * 1e3); /* the max of minus: the slowest clock */
+    if (s->broken) {
+        /* No collective over a broken instance: this rank alone decides. */
+        s->clock = demo_now() - s->t0;
+    } else if (sync_needed(s)) {
+        MPI_Allreduce(MPI_IN_PLACE, v, (int)(2 * C + 2), MPI_INT, MPI_MAX, s->tp);
+        s->clock = -v[2 * C + 1] / 1e3;
     } else {
         v[2 * C] = 0; /* decided together, at the next collective */
     }
@@ -509,7 +529,15 @@ int demo_serve_run(demo_serve_t *s)
         }
         st = kvx_agree_wait(round, s->agreed);
         kvx_agree_free(round);
-        if (st != KVX_OK) {
+        if (st == KVX_ERR_PEER_LOST && !s->broken) {
+            /* A TP sibling is lost: its rooms conclude FAILED with the loss
+             * (kvx_agree_start()), and this rank serves on alone, without
+             * collectives; the rooms it opens fail at once. */
+            fprintf(stderr, "kvx-demo: rank %d: a TP sibling is lost: serving on without it\n",
+                    s->id.world_rank);
+            s->broken = 1;
+        }
+        if (st != KVX_OK && st != KVX_ERR_PEER_LOST) {
             /* A TP sibling is lost (or MPI failed): the blocking collectives
              * below could never complete. */
             fprintf(stderr, "kvx-demo: rank %d: agreement: %s\n", s->id.world_rank,

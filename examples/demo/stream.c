@@ -16,7 +16,8 @@ uint64_t demo_mix(uint64_t x)
     return x;
 }
 
-/* Request i: a prompt length uniform in [min, max] tokens, the prefill
+/* Request i: a prompt length uniform in [min, max] tokens (or row i of the
+ * --trace, arriving when the trace says), the prefill
  * instance i mod A and the decode instance (i / A) mod C, so that every
  * prefill/decode pair serves requests. Room ids read as seed * 10^6 + i. */
 demo_req_t *demo_requests(const demo_opts_t *o, const kvx_identity_t *id)
@@ -32,7 +33,12 @@ demo_req_t *demo_requests(const demo_opts_t *o, const kvx_identity_t *id)
 
         r->index = i;
         r->id = o->seed * 1000000u + i;
-        r->tokens = o->min_tokens + (uint32_t)(demo_mix(o->seed ^ demo_mix(i + 1)) % span);
+        if (o->replay != NULL) { /* --trace: its prompts, on its clock */
+            r->tokens = demo_trace_tokens(o->replay, i);
+            r->arrival = demo_trace_arrival(o, i);
+        } else {
+            r->tokens = o->min_tokens + (uint32_t)(demo_mix(o->seed ^ demo_mix(i + 1)) % span);
+        }
         r->npages = (r->tokens + o->kv.page_size - 1) / o->kv.page_size;
         r->prefill = (int)(i % (uint32_t)id->prefill_instances);
         r->decode = (int)(i / (uint32_t)id->prefill_instances % (uint32_t)id->decode_instances);

@@ -68,7 +68,9 @@
 #     data0 and survives a data fault), always --bind-to none (each daemon thinks it
 #     owns the machine and would bind every rank to core 0), --oversubscribe, and
 #     -x UCX_NET_DEVICES=data0. `hosts.sh mpirun` adds all of these (KVXN_NET
-#     names other devices for UCX_NET_DEVICES; KVXN_NET= set empty adds none).
+#     names other devices for UCX_NET_DEVICES; KVXN_NET= set empty adds none;
+#     KVXN_MPI_NET=data0 puts MPI's own traffic on the data link too, as on a
+#     cluster where both share the fabric, while the daemons stay on ctl0).
 #   - UCX over TCP moves a put only while the target progresses its worker: a
 #     passive target must keep calling ucp_worker_progress().
 #
@@ -316,7 +318,7 @@ cmd_mpirun() {
     done
     set -- --host "$spec" -np $np --oversubscribe --bind-to none \
         --mca plm_rsh_agent "$self agent" \
-        --mca oob_tcp_if_include ctl0 --mca btl_tcp_if_include ctl0 \
+        --mca oob_tcp_if_include ctl0 --mca btl_tcp_if_include "${KVXN_MPI_NET:-ctl0}" \
         --mca pml ob1 --mca btl self,vader,tcp "$@"
     # KVXN_NET= (set, empty) leaves UCX to choose the interfaces itself.
     [ -n "${KVXN_NET-data0}" ] && set -- -x UCX_NET_DEVICES="${KVXN_NET-data0}" "$@"

@@ -36,45 +36,15 @@
 
 #include <kvx.h>
 
+#include "topo_obj.h"
 #include "util/cfg.h"
 
 #include <stddef.h>
-
-struct hwloc_topology;
-struct hwloc_obj;
 
 /* hwloc's API version at run time and at build time. */
 void topo_version(char *buf, size_t len);
 
 /* ---- the topology ------------------------------------------------------ */
-
-typedef struct topo_gpu {
-    kvx_topo_gpu_t info;
-    struct hwloc_obj *pci; /* its PCI device */
-    size_t *rails;         /* info.nic_count indices into nics[], in the order used */
-} topo_gpu_t;
-
-typedef struct topo_nic {
-    kvx_topo_nic_t info;
-    struct hwloc_obj *osdev;  /* the OpenFabrics or Network OS device */
-    struct hwloc_obj *anchor; /* its PCI device, or osdev when not on PCI */
-} topo_nic_t;
-
-/* The public kvx_topo_t is this struct. */
-struct kvx_topo {
-    struct hwloc_topology *hw;
-    char source[1024]; /* "this machine" or the XML file */
-    int thissystem;    /* hwloc says the topology is this machine's */
-    topo_gpu_t *gpus;  /* in bus id order */
-    size_t ngpus;
-    topo_nic_t *nics; /* rails: RDMA ports, or TCP interfaces when no RDMA */
-    size_t nnics;
-    int tcp;                /* the NICs are TCP interfaces */
-    kvx_topo_path_t *paths; /* ngpus x nnics, one row per GPU */
-    size_t *host_rails;     /* KVX_NET_DEVICES for ranks without GPU, or NULL */
-    size_t nhost_rails;
-};
-typedef struct kvx_topo topo_t;
 
 /* Loads xml_path (when not NULL), else cfg->topo_xml (when not ""), else this
  * machine; discovers GPUs and NICs; classes every pair; assigns NICs to GPUs
@@ -85,12 +55,6 @@ typedef struct kvx_topo topo_t;
 kvx_status_t topo_create(const kvx_cfg_t *cfg, const char *xml_path, topo_t **topo_p,
                          kvx_failure_t *reason_p);
 void topo_destroy(topo_t *topo);
-
-/* The path class of gpus[gpu] to nics[nic]. */
-static inline kvx_topo_path_t topo_path_of(const topo_t *topo, size_t gpu, size_t nic)
-{
-    return topo->paths[gpu * topo->nnics + nic];
-}
 
 /* ---- one rank ---------------------------------------------------------- */
 
@@ -121,12 +85,7 @@ typedef struct topo_applied {
 kvx_status_t topo_apply(const topo_t *topo, const kvx_topo_choice_t *choice, const kvx_cfg_t *cfg,
                         topo_applied_t *applied_p, kvx_failure_t *reason_p);
 
-/* ---- helpers shared by the topo files ---------------------------------- */
-
-/* Records a failure detected in topo (stage init), logs it, copies it to
- * *reason_p when not NULL, and returns status. */
-kvx_status_t topo_fail(kvx_failure_t *reason_p, kvx_status_t status, const char *foreign,
-                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* ---- the stages topo_create() runs, and the bus id helpers ------------ */
 
 /* Normalizes a PCI bus id ("00000000:53:00.0", "53:00.0", "0000:B3:00.0")
  * to "0000:53:00.0". Returns 0, or -1 when s is not a bus id. */
@@ -160,17 +119,5 @@ void topo_rails_format(const topo_t *topo, const size_t *rails, size_t n, char *
 
 /* KVX_NET_DEVICES and KVX_GPU_NIC_MAP (topo_override.c). */
 kvx_status_t topo_override(topo_t *topo, const kvx_cfg_t *cfg, kvx_failure_t *reason_p);
-
-/* snprintf for sentences that are cut at len on purpose (a log line or a
- * reason field holds what fits). */
-void topo_text(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* The GPU with a (normalized) bus id, or NULL. */
-topo_gpu_t *topo_gpu_find(const topo_t *topo, const char *busid);
-
-/* "its GPUs: 0000:53:00.0, ..." / "its NICs: mlx5_0:1, ..." (or "it has no
- * GPU/NIC"), truncated to len, for error sentences. */
-void topo_list_gpus(const topo_t *topo, char *out, size_t len);
-void topo_list_nics(const topo_t *topo, char *out, size_t len);
 
 #endif

@@ -40,23 +40,52 @@ void kucx_version(char *buf, size_t len);
 /* ---- context and worker ------------------------------------------------ */
 
 /*
- * kvx runs two workers: bulk puts on the data worker, control messages on
- * the control worker. Each worker has its own receive queues (shared-memory
- * FIFO, sockets, QPs), so a keepalive or a failure notice never waits behind
- * megabytes of puts (measured: 150-750 ms behind 64 MiB of emulated puts on
- * one shared-memory FIFO, longer than the peer timeout).
+ * kvx runs two workers per peer instance: bulk puts on the data worker,
+ * control messages on the control worker. Each worker has its own receive
+ * queues (shared-memory FIFO, sockets, QPs), so a keepalive or a failure
+ * notice never waits behind megabytes of puts (measured: 150-750 ms behind
+ * 64 MiB of emulated puts on one shared-memory FIFO, longer than the peer
+ * timeout).
+ *
+ * The pair is repeated for each instance this rank talks to (a "worker
+ * group"): UCX's shared-memory FIFO is one queue that every sender claims
+ * slots of, and a sender killed between claiming a slot and marking it
+ * written blocks every later message of every sender on that worker (seen:
+ * a SIGKILLed decode rank left the prefill's data worker waiting forever,
+ * and rooms with the surviving decode instance stalled). With a group per
+ * peer instance a dead instance wedges only its own group.
  */
 typedef enum kucx_plane { KUCX_DATA = 0, KUCX_CTRL = 1, KUCX_PLANES } kucx_plane_t;
 
-typedef struct kucx_ctx {
-    ucp_context_h context;
-    ucp_worker_h worker[KUCX_PLANES];
-    int efd[KUCX_PLANES];  /* worker event fds, -1 when wakeup is unavailable */
-    uint64_t memory_types; /* UCS_BIT(ucs_memory_type_t) the context can access */
-} kucx_ctx_t;
+typedef struct kucx_ctx kucx_ctx_t;
 
-/* Creates a UCP context (RMA + AM + wakeup) and its two workers. */
-kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why);
+typedef ucs_status_t (*kucx_am_cb_t)(void *arg, const void *header, size_t header_length,
+                                     void *data, size_t length, const ucp_am_recv_param_t *param);
+
+typedef struct kucx_worker {
+    kucx_ctx_t *u;
+    ucp_worker_h worker;
+    int efd; /* event fd, -1 when wakeup is unavailable */
+} kucx_worker_t;
+
+struct kucx_ctx {
+    ucp_context_h context;
+    int ngroups;
+    kucx_worker_t *w;     /* ngroups x KUCX_PLANES, group-major (kucx_worker()) */
+    void *pfds;           /* struct pollfd[ngroups x KUCX_PLANES] for kucx_wait() */
+    kucx_am_cb_t data_cb; /* the data handler every data worker calls */
+    void *data_arg;
+    uint64_t memory_types; /* UCS_BIT(ucs_memory_type_t) the context can access */
+};
+
+static inline kucx_worker_t *kucx_worker(kucx_ctx_t *u, int group, kucx_plane_t plane)
+{
+    return &u->w[group * KUCX_PLANES + plane];
+}
+
+/* Creates a UCP context (RMA + AM + wakeup) and ngroups (at least 1) pairs
+ * of workers. */
+kvx_status_t kucx_ctx_init(kucx_ctx_t *u, int ngroups, kvx_failure_t *why);
 void kucx_ctx_cleanup(kucx_ctx_t *u);
 /* The memory types (UCS_BIT(ucs_memory_type_t)) a UCP context of this
  * process's configuration can access, without keeping one (for tools). */
@@ -67,22 +96,28 @@ void kucx_memory_types_name(uint64_t types, char *buf, size_t len);
  * hold); the context stays for kucx_region_unmap(). kucx_ctx_cleanup() calls
  * it when needed. */
 void kucx_workers_destroy(kucx_ctx_t *u);
+/* Progresses every worker, control workers first. */
 unsigned kucx_progress(kucx_ctx_t *u);
-/* KVX_OK when both workers are armed (safe to sleep on the efds), KVX_ERR_BUSY
+/* Do all workers have event fds (may the progress thread sleep)? */
+int kucx_can_sleep(const kucx_ctx_t *u);
+/* KVX_OK when every worker is armed (safe to sleep on the efds), KVX_ERR_BUSY
  * when events are pending. */
 kvx_status_t kucx_arm(kucx_ctx_t *u);
-/* Wakes a thread sleeping on efd. */
+/* Sleeps until a worker's event fd is readable or timeout_ms passed; poll()'s
+ * result. Called without the lock: it reads only the fds. */
+int kucx_wait(kucx_ctx_t *u, int timeout_ms);
+/* Wakes a thread sleeping in kucx_wait(). */
 void kucx_signal(kucx_ctx_t *u);
-kvx_status_t kucx_worker_address(kucx_ctx_t *u, kucx_plane_t plane, void **addr_p, size_t *len_p);
-void kucx_worker_address_free(kucx_ctx_t *u, kucx_plane_t plane, void *addr);
+kvx_status_t kucx_worker_address(kucx_ctx_t *u, int group, kucx_plane_t plane, void **addr_p,
+                                 size_t *len_p);
+void kucx_worker_address_free(kucx_ctx_t *u, int group, kucx_plane_t plane, void *addr);
 
-typedef ucs_status_t (*kucx_am_cb_t)(void *arg, const void *header, size_t header_length,
-                                     void *data, size_t length, const ucp_am_recv_param_t *param);
-/* Control messages arrive on the control worker. */
+/* Control messages arrive on the control workers. */
 kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg);
-/* The same for messages that carry bulk data: each arrives whole, eager
- * (data valid during the callback) or rendezvous (the callback gets a
- * descriptor for kucx_am_recv_data() or kucx_am_data_release()). */
+/* The same for messages that carry bulk data, on the data workers: each
+ * arrives whole, eager (data valid during the callback) or rendezvous (the
+ * callback gets a descriptor for kucx_am_recv_data() or
+ * kucx_am_data_release(), which know the worker it came from). */
 kvx_status_t kucx_set_am_data_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg);
 
 /* ---- endpoints --------------------------------------------------------- */
@@ -92,7 +127,7 @@ typedef void (*kucx_err_cb_t)(void *arg, ucp_ep_h ep, ucs_status_t status);
 
 /* Creates an endpoint; with err_cb, in peer error mode (a transport error is
  * reported to err_cb instead of aborting the process). */
-kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *address,
+kvx_status_t kucx_ep_create(kucx_ctx_t *u, int group, kucx_plane_t plane, const void *address,
                             kucx_err_cb_t err_cb, void *err_arg, ucp_ep_h *ep_p,
                             kvx_failure_t *why);
 /* Force-closes a peer-mode endpoint without waiting (callable from its error
@@ -108,7 +143,8 @@ int kucx_ep_native_rma(ucp_ep_h ep);
 /* Closes an endpoint after flushing it, progressing the worker for at most
  * timeout_ns. Returns 0 when the close did not finish: destroying the worker
  * then completes it (and whatever the endpoint still held). */
-int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uint64_t timeout_ns);
+int kucx_ep_close(kucx_ctx_t *u, int group, kucx_plane_t plane, ucp_ep_h ep, int force,
+                  uint64_t timeout_ns);
 /* The transports an endpoint uses, e.g. "sysv/memory cma/memory", into buf. */
 void kucx_ep_transports(ucp_ep_h ep, char *buf, size_t len);
 
@@ -172,6 +208,9 @@ kvx_status_t kucx_am_recv_data(kucx_ctx_t *u, void *desc, void *buf, size_t len,
 /* Drops a rendezvous message kept by returning UCS_INPROGRESS from the
  * handler; the sender's request completes. */
 void kucx_am_data_release(kucx_ctx_t *u, void *desc);
+/* ucp_am_recv_data_nbx() with kvx's return rules (inside src/ucx). */
+kvx_status_t kucx_recv_posted(ucp_worker_h worker, void *desc, void *buf, size_t len,
+                              ucp_mem_h memh, kucx_recv_cb_t cb, void *user, ucs_status_t *ucs_p);
 void kucx_request_free(void *request);
 /* The length recorded with a put request. */
 static inline size_t kucx_request_len(void *request)

@@ -6,33 +6,10 @@
 #include "kvx_ucx.h"
 #include "util/failure.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-kvx_status_t kucx_status(ucs_status_t status)
-{
-    switch (status) {
-    case UCS_OK:
-        return KVX_OK;
-    case UCS_INPROGRESS:
-        return KVX_INPROGRESS;
-    case UCS_ERR_NO_MEMORY:
-        return KVX_ERR_NO_MEMORY;
-    case UCS_ERR_BUSY:
-        return KVX_ERR_BUSY;
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_ENDPOINT_TIMEOUT:
-    case UCS_ERR_UNREACHABLE:
-        return KVX_ERR_PEER_LOST;
-    case UCS_ERR_TIMED_OUT:
-        return KVX_ERR_TIMEOUT;
-    case UCS_ERR_CANCELED:
-        return KVX_ERR_ABORTED;
-    default:
-        return KVX_ERR_UCX;
-    }
-}
 
 void kucx_version(char *buf, size_t len)
 {
@@ -48,7 +25,7 @@ static kvx_status_t kucx_fail(kvx_failure_t *why, const char *what, ucs_status_t
     return status;
 }
 
-kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
+kvx_status_t kucx_ctx_init(kucx_ctx_t *u, int ngroups, kvx_failure_t *why)
 {
     ucp_params_t params = { 0 };
     ucp_worker_params_t wparams = { 0 };
@@ -57,7 +34,6 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
     ucs_status_t rc;
 
     memset(u, 0, sizeof(*u));
-    u->efd[KUCX_DATA] = u->efd[KUCX_CTRL] = -1;
     /* No prefix: kvx's UCX context reads the user's UCX_* variables (and
      * the UCX_NET_DEVICES the topology chose) like any UCX program. */
     rc = ucp_config_read(NULL, NULL, &config);
@@ -86,17 +62,32 @@ kvx_status_t kucx_ctx_init(kucx_ctx_t *u, kvx_failure_t *why)
     if (rc != UCS_OK) {
         return kucx_fail(why, "ucp_init", rc);
     }
+    u->ngroups = ngroups > 0 ? ngroups : 1;
+    u->w = calloc((size_t)u->ngroups * KUCX_PLANES, sizeof(*u->w));
+    u->pfds = calloc((size_t)u->ngroups * KUCX_PLANES, sizeof(struct pollfd));
+    if (u->w == NULL || u->pfds == NULL) {
+        kucx_ctx_cleanup(u);
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory for UCX workers");
+        return KVX_ERR_NO_MEMORY;
+    }
     wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    for (int w = 0; w < KUCX_PLANES; w++) {
-        rc = ucp_worker_create(u->context, &wparams, &u->worker[w]);
+    for (int i = 0; i < u->ngroups * KUCX_PLANES; i++) {
+        kucx_worker_t *w = &u->w[i];
+
+        w->u = u;
+        w->efd = -1;
+        rc = ucp_worker_create(u->context, &wparams, &w->worker);
         if (rc != UCS_OK) {
+            w->worker = NULL;
             kucx_ctx_cleanup(u);
             return kucx_fail(why, "ucp_worker_create", rc);
         }
-        if (ucp_worker_get_efd(u->worker[w], &u->efd[w]) != UCS_OK) {
-            kvx_info("UCX worker has no event fd: the progress thread will poll");
-            u->efd[w] = -1;
+        if (ucp_worker_get_efd(w->worker, &w->efd) != UCS_OK) {
+            if (i == 0) {
+                kvx_info("UCX worker has no event fd: the progress thread will poll");
+            }
+            w->efd = -1;
         }
     }
     cattr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
@@ -149,12 +140,12 @@ void kucx_memory_types_name(uint64_t types, char *buf, size_t len)
 
 void kucx_workers_destroy(kucx_ctx_t *u)
 {
-    for (int w = 0; w < KUCX_PLANES; w++) {
-        if (u->worker[w] != NULL) {
-            ucp_worker_destroy(u->worker[w]);
-            u->worker[w] = NULL;
+    for (int i = 0; u->w != NULL && i < u->ngroups * KUCX_PLANES; i++) {
+        if (u->w[i].worker != NULL) {
+            ucp_worker_destroy(u->w[i].worker);
+            u->w[i].worker = NULL;
         }
-        u->efd[w] = -1;
+        u->w[i].efd = -1;
     }
 }
 
@@ -164,37 +155,72 @@ void kucx_ctx_cleanup(kucx_ctx_t *u)
     if (u->context != NULL) {
         ucp_cleanup(u->context);
     }
+    free(u->w);
+    free(u->pfds);
     memset(u, 0, sizeof(*u));
-    u->efd[KUCX_DATA] = u->efd[KUCX_CTRL] = -1;
 }
 
 unsigned kucx_progress(kucx_ctx_t *u)
 {
-    return ucp_worker_progress(u->worker[KUCX_CTRL]) + ucp_worker_progress(u->worker[KUCX_DATA]);
+    unsigned n = 0;
+
+    for (int plane = KUCX_CTRL; plane >= KUCX_DATA; plane--) {
+        for (int g = 0; g < u->ngroups; g++) {
+            n += ucp_worker_progress(kucx_worker(u, g, (kucx_plane_t)plane)->worker);
+        }
+    }
+    return n;
+}
+
+int kucx_can_sleep(const kucx_ctx_t *u)
+{
+    for (int i = 0; i < u->ngroups * KUCX_PLANES; i++) {
+        if (u->w[i].efd < 0) {
+            return 0;
+        }
+    }
+    return u->ngroups > 0;
 }
 
 kvx_status_t kucx_arm(kucx_ctx_t *u)
 {
-    for (int w = 0; w < KUCX_PLANES; w++) {
-        if (ucp_worker_arm(u->worker[w]) != UCS_OK) {
+    for (int i = 0; i < u->ngroups * KUCX_PLANES; i++) {
+        if (ucp_worker_arm(u->w[i].worker) != UCS_OK) {
             return KVX_ERR_BUSY;
         }
     }
     return KVX_OK;
 }
 
+int kucx_wait(kucx_ctx_t *u, int timeout_ms)
+{
+    struct pollfd *pfd = u->pfds;
+    int n = u->ngroups * KUCX_PLANES;
+
+    for (int i = 0; i < n; i++) {
+        pfd[i].fd = u->w[i].efd;
+        pfd[i].events = POLLIN;
+        pfd[i].revents = 0;
+    }
+    return poll(pfd, (nfds_t)n, timeout_ms);
+}
+
 void kucx_signal(kucx_ctx_t *u)
 {
-    if (u->efd[KUCX_CTRL] >= 0) {
-        ucp_worker_signal(u->worker[KUCX_CTRL]);
+    kucx_worker_t *w = u->w != NULL ? kucx_worker(u, 0, KUCX_CTRL) : NULL;
+
+    if (w != NULL && w->worker != NULL && w->efd >= 0) {
+        ucp_worker_signal(w->worker);
     }
 }
 
-kvx_status_t kucx_worker_address(kucx_ctx_t *u, kucx_plane_t plane, void **addr_p, size_t *len_p)
+kvx_status_t kucx_worker_address(kucx_ctx_t *u, int group, kucx_plane_t plane, void **addr_p,
+                                 size_t *len_p)
 {
     ucp_address_t *addr;
     size_t len;
-    kvx_status_t status = KVX_UCS_CALL(ucp_worker_get_address(u->worker[plane], &addr, &len));
+    kvx_status_t status =
+        KVX_UCS_CALL(ucp_worker_get_address(kucx_worker(u, group, plane)->worker, &addr, &len));
 
     if (status == KVX_OK) {
         *addr_p = addr;
@@ -203,33 +229,113 @@ kvx_status_t kucx_worker_address(kucx_ctx_t *u, kucx_plane_t plane, void **addr_
     return status;
 }
 
-void kucx_worker_address_free(kucx_ctx_t *u, kucx_plane_t plane, void *addr)
+void kucx_worker_address_free(kucx_ctx_t *u, int group, kucx_plane_t plane, void *addr)
 {
-    ucp_worker_release_address(u->worker[plane], (ucp_address_t *)addr);
+    ucp_worker_release_address(kucx_worker(u, group, plane)->worker, (ucp_address_t *)addr);
+}
+
+static kvx_status_t kucx_set_handler(kucx_ctx_t *u, kucx_plane_t plane, unsigned id,
+                                     kucx_am_cb_t cb, void *arg, uint32_t flags)
+{
+    for (int g = 0; g < u->ngroups; g++) {
+        kucx_worker_t *w = kucx_worker(u, g, plane);
+        ucp_am_handler_param_t p = { 0 };
+        kvx_status_t status;
+
+        p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                       UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+        p.id = id;
+        p.cb = cb;
+        p.arg = arg != NULL ? arg : w;
+        p.flags = flags;
+        status = KVX_UCS_CALL(ucp_worker_set_am_recv_handler(w->worker, &p));
+        if (status != KVX_OK) {
+            return status;
+        }
+    }
+    return KVX_OK;
 }
 
 kvx_status_t kucx_set_am_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg)
 {
-    ucp_am_handler_param_t p = { 0 };
+    return kucx_set_handler(u, KUCX_CTRL, id, cb, arg, 0);
+}
 
-    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    p.id = id;
-    p.cb = cb;
-    p.arg = arg;
-    return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker[KUCX_CTRL], &p));
+/* A rendezvous descriptor as the core holds it: UCX's, with the worker that
+ * received it (ucp_am_recv_data_nbx() finds the sender's endpoint there). */
+typedef struct kucx_desc {
+    ucp_worker_h worker;
+    void *desc;
+    int in_cb; /* the handler runs: kucx_data_cb() frees the wrapper */
+} kucx_desc_t;
+
+/* Done with a wrapper: freed now, or by kucx_data_cb() when its handler
+ * received or released the data before returning. */
+static void kucx_desc_done(kucx_desc_t *d)
+{
+    if (d->in_cb) {
+        d->desc = NULL;
+    } else {
+        free(d);
+    }
+}
+
+/* Every data worker's handler: hands eager data on as it is, and a
+ * rendezvous descriptor wrapped with its worker. */
+static ucs_status_t kucx_data_cb(void *arg, const void *header, size_t header_length, void *data,
+                                 size_t length, const ucp_am_recv_param_t *param)
+{
+    kucx_worker_t *w = arg;
+    kucx_ctx_t *u = w->u;
+    kucx_desc_t *d;
+    ucs_status_t rc;
+
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+        return u->data_cb(u->data_arg, header, header_length, data, length, param);
+    }
+    d = malloc(sizeof(*d));
+    if (d == NULL) {
+        /* Dropped: the sender's request completes, and the room that waited
+         * for these bytes fails at its deadline. */
+        kvx_error("no memory for a rendezvous message of %zu bytes: dropped", length);
+        return UCS_OK;
+    }
+    d->worker = w->worker;
+    d->desc = data;
+    d->in_cb = 1;
+    rc = u->data_cb(u->data_arg, header, header_length, d, length, param);
+    d->in_cb = 0;
+    if (rc != UCS_INPROGRESS || d->desc == NULL) {
+        free(d); /* not kept, or already received or released */
+    }
+    return rc;
 }
 
 kvx_status_t kucx_set_am_data_handler(kucx_ctx_t *u, unsigned id, kucx_am_cb_t cb, void *arg)
 {
-    ucp_am_handler_param_t p = { 0 };
+    u->data_cb = cb;
+    u->data_arg = arg;
+    /* Data messages travel with the puts, on the data workers. */
+    return kucx_set_handler(u, KUCX_DATA, id, kucx_data_cb, NULL, UCP_AM_FLAG_WHOLE_MSG);
+}
 
-    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
-                   UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-    p.id = id;
-    p.cb = cb;
-    p.arg = arg;
-    p.flags = UCP_AM_FLAG_WHOLE_MSG;
-    /* Data messages travel with the puts, on the data worker. */
-    return KVX_UCS_CALL(ucp_worker_set_am_recv_handler(u->worker[KUCX_DATA], &p));
+kvx_status_t kucx_am_recv_data(kucx_ctx_t *u, void *desc, void *buf, size_t len, ucp_mem_h memh,
+                               kucx_recv_cb_t cb, void *user, ucs_status_t *ucs_p)
+{
+    kucx_desc_t *d = desc;
+    ucp_worker_h worker = d->worker;
+    void *data = d->desc;
+
+    (void)u;
+    kucx_desc_done(d);
+    return kucx_recv_posted(worker, data, buf, len, memh, cb, user, ucs_p);
+}
+
+void kucx_am_data_release(kucx_ctx_t *u, void *desc)
+{
+    kucx_desc_t *d = desc;
+
+    (void)u;
+    ucp_am_data_release(d->worker, d->desc);
+    kucx_desc_done(d);
 }

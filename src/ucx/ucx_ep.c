@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *address,
+kvx_status_t kucx_ep_create(kucx_ctx_t *u, int group, kucx_plane_t plane, const void *address,
                             kucx_err_cb_t err_cb, void *err_arg, ucp_ep_h *ep_p, kvx_failure_t *why)
 {
     ucp_ep_params_t p = { 0 };
@@ -35,7 +35,7 @@ kvx_status_t kucx_ep_create(kucx_ctx_t *u, kucx_plane_t plane, const void *addre
         p.err_handler.cb = err_cb;
         p.err_handler.arg = err_arg;
     }
-    rc = ucp_ep_create(u->worker[plane], &p, &ep);
+    rc = ucp_ep_create(kucx_worker(u, group, plane)->worker, &p, &ep);
     if (rc != UCS_OK) {
         kvx_error("ucp_ep_create failed: %s", ucs_status_string(rc));
         failure_set(why, kucx_status(rc), KVX_STAGE_BOOTSTRAP, ucs_status_string(rc),
@@ -108,7 +108,8 @@ int kucx_ep_native_rma(ucp_ep_h ep)
     return rma;
 }
 
-int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uint64_t timeout_ns)
+int kucx_ep_close(kucx_ctx_t *u, int group, kucx_plane_t plane, ucp_ep_h ep, int force,
+                  uint64_t timeout_ns)
 {
     ucp_request_param_t p = { 0 };
     struct timespec t0, t;
@@ -127,7 +128,7 @@ int kucx_ep_close(kucx_ctx_t *u, kucx_plane_t plane, ucp_ep_h ep, int force, uin
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do {
-        ucp_worker_progress(u->worker[plane]);
+        ucp_worker_progress(kucx_worker(u, group, plane)->worker);
         done = ucp_request_check_status(req) != UCS_INPROGRESS;
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while (!done && (uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t.tv_nsec -

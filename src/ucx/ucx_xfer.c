@@ -115,19 +115,13 @@ kvx_status_t kucx_am_send_rndv(ucp_ep_h ep, unsigned id, const void *header, siz
                               user, ucs_p);
 }
 
-kvx_status_t kucx_am_recv_data(kucx_ctx_t *u, void *desc, void *buf, size_t len, ucp_mem_h memh,
-                               kucx_recv_cb_t cb, void *user, ucs_status_t *ucs_p)
+kvx_status_t kucx_recv_posted(ucp_worker_h worker, void *desc, void *buf, size_t len,
+                              ucp_mem_h memh, kucx_recv_cb_t cb, void *user, ucs_status_t *ucs_p)
 {
     ucp_request_param_t p = kucx_param(user, memh);
 
     p.cb.recv_am = cb;
-    return kucx_posted_len(ucp_am_recv_data_nbx(u->worker[KUCX_DATA], desc, buf, len, &p), len,
-                           ucs_p);
-}
-
-void kucx_am_data_release(kucx_ctx_t *u, void *desc)
-{
-    ucp_am_data_release(u->worker[KUCX_DATA], desc);
+    return kucx_posted_len(ucp_am_recv_data_nbx(worker, desc, buf, len, &p), len, ucs_p);
 }
 
 void kucx_request_free(void *request)

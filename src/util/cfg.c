@@ -77,6 +77,11 @@ static const cfg_row_t cfg_table[] = {
       "How long a failed room's pages wait for every writer to confirm it stopped before they "
       "are quarantined (never reused).",
       CFG_FIELD(drain_timeout), NULL, 0, 0 },
+    { "KVX_TP_TIMEOUT", CFG_TIME, "30s",
+      "How long the TP ranks of an instance may be out of step: a room that only some of them "
+      "hold, or an agreement round that only some of them started, fails with "
+      "KVX_ERR_OUT_OF_STEP on every rank after this long.",
+      CFG_FIELD(tp_timeout), NULL, 0, 0 },
     { "KVX_FAULT", CFG_STRING, "",
       "Fault injection rules, ';'-separated, e.g. "
       "stage=post,role=prefill,tp=1,every=20,effect=fail "
@@ -88,6 +93,12 @@ static const cfg_row_t cfg_table[] = {
     { "KVX_MAX_INFLIGHT_OPS", CFG_INT, "1024",
       "Puts in flight to one peer before further puts wait.", CFG_FIELD(max_inflight_ops), NULL, 1,
       1 << 20 },
+    { "KVX_WORKER_GROUPS", CFG_INT, "16",
+      "UCX worker pairs (data, control) of a rank: one for its TP siblings and one per "
+      "instance of the other role, at most this many (further instances share them). A rank "
+      "killed while writing into a worker's shared-memory queue blocks that queue for every "
+      "sender: apart, a dead instance cannot stall the others. 1: one pair for all peers.",
+      CFG_FIELD(worker_groups), NULL, 1, 1024 },
     { "KVX_EP_ERR_MODE", CFG_ENUM, "auto",
       "UCX error handling of endpoints: auto (peer mode wherever a lane crosses a network, none "
       "on shared memory, where it costs bandwidth), peer, or none (UCX then aborts the process "
@@ -122,6 +133,23 @@ static const cfg_row_t cfg_table[] = {
       "The CUDA runtime to load (a libcudart path or name) instead of the one kvx was built "
       "with, then libcudart.so.N from the loader path.",
       CFG_FIELD(cuda_library), NULL, 0, 0 },
+    { "KVX_METRICS_FILE", CFG_STRING, "",
+      "Prometheus text file the progress thread rewrites (atomically) every "
+      "KVX_METRICS_INTERVAL and at destroy; %h, %p and %r become host, pid and world rank.",
+      CFG_FIELD(metrics_file), NULL, 0, 0 },
+    { "KVX_METRICS_INTERVAL", CFG_TIME, "5s",
+      "How often KVX_METRICS_FILE is written (at least 100ms).", CFG_FIELD(metrics_interval), NULL,
+      0, 0 },
+    { "KVX_HEALTH_PROGRESS_TIMEOUT", CFG_TIME, "2s",
+      "A progress thread that has not ticked this long makes the rank UNHEALTHY.",
+      CFG_FIELD(health_progress), NULL, 0, 0 },
+    { "KVX_HEALTH_STALL_TIMEOUT", CFG_TIME, "60s",
+      "A room in one state this long makes the rank DEGRADED (no progress).",
+      CFG_FIELD(health_stall), NULL, 0, 0 },
+    { "KVX_HEALTH_QUARANTINE_PAGES", CFG_INT, "0",
+      "Quarantined pages the rank tolerates (DEGRADED) before it is UNHEALTHY; 0: a tenth of "
+      "its pool.",
+      CFG_FIELD(health_quarantine), NULL, 0, 1ll << 40 },
 
     /* ---- topology (src/topo) ---- */
     { "KVX_TOPO_XML", CFG_STRING, "",

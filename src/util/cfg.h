@@ -36,9 +36,11 @@ typedef struct kvx_cfg {
     uint64_t peer_timeout;       /* KVX_PEER_TIMEOUT, ns */
     uint64_t shutdown_timeout;   /* KVX_SHUTDOWN_TIMEOUT, ns */
     uint64_t drain_timeout;      /* KVX_DRAIN_TIMEOUT, ns */
+    uint64_t tp_timeout;         /* KVX_TP_TIMEOUT, ns */
     char *fault;                 /* KVX_FAULT */
     uint64_t max_inflight_bytes; /* KVX_MAX_INFLIGHT_BYTES */
     long long max_inflight_ops;  /* KVX_MAX_INFLIGHT_OPS */
+    long long worker_groups;     /* KVX_WORKER_GROUPS */
     int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
     int ep_err_mode;             /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none */
     int writes;                  /* KVX_WRITES: 0 auto, 1 put, 2 message */
@@ -46,6 +48,11 @@ typedef struct kvx_cfg {
     uint64_t staging_bytes;      /* KVX_STAGING_BYTES */
     int mem_path;                /* KVX_MEM_PATH, a cfg_mem_path_t */
     char *cuda_library;          /* KVX_CUDA_LIBRARY */
+    char *metrics_file;          /* KVX_METRICS_FILE */
+    uint64_t metrics_interval;   /* KVX_METRICS_INTERVAL, ns */
+    uint64_t health_progress;    /* KVX_HEALTH_PROGRESS_TIMEOUT, ns */
+    uint64_t health_stall;       /* KVX_HEALTH_STALL_TIMEOUT, ns */
+    long long health_quarantine; /* KVX_HEALTH_QUARANTINE_PAGES, 0: a tenth of the pool */
 
     /* ---- topology (src/topo) ---- */
     char *topo_xml;         /* KVX_TOPO_XML */

@@ -50,6 +50,34 @@ void failure_set_room(kvx_failure_t *f, uint64_t room_id, kvx_status_t status, k
     f->has_room = 1;
 }
 
+/* The last refusal of each thread: a record per thread, no lock. */
+static __thread kvx_failure_t failure_last;
+
+void failure_set_last(const kvx_failure_t *f)
+{
+    failure_last = *f;
+}
+
+void failure_set_last_text(kvx_status_t status, uint64_t room_id, int has_room, const char *fmt,
+                           ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    failure_vset(&failure_last, status, KVX_STAGE_INIT, NULL, fmt, ap);
+    va_end(ap);
+    failure_last.room_id = room_id;
+    failure_last.has_room = has_room;
+}
+
+kvx_status_t kvx_last_error(kvx_failure_t *failure_p)
+{
+    if (failure_p != NULL) {
+        *failure_p = failure_last;
+    }
+    return failure_last.status;
+}
+
 void failure_copy(kvx_failure_t *dst, const kvx_failure_t *src)
 {
     if (dst != NULL && dst != src) {

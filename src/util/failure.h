@@ -20,6 +20,12 @@ void failure_set_room(kvx_failure_t *f, uint64_t room_id, kvx_status_t status, k
                       const char *foreign, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* Records why a call of this thread refused (kvx_last_error() reads it). */
+void failure_set_last(const kvx_failure_t *f);
+/* Same, for a refusal that has no record of its own yet. */
+void failure_set_last_text(kvx_status_t status, uint64_t room_id, int has_room, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
+
 /* Copies src to *dst when dst is not NULL (optional reason parameters). */
 void failure_copy(kvx_failure_t *dst, const kvx_failure_t *src);
 

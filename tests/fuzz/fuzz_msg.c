@@ -1,6 +1,6 @@
 /*
  * fuzz_msg.c - libFuzzer target for msg_decode(), the one function that
- * reads what peers send (src/core/msg.c).
+ * reads what peers send (src/core/base/msg.c).
  *
  * Built with clang -fsanitize=fuzzer,address,undefined by its own rule in
  * Makefile.am, and run for a bounded time by tests/fuzz/run-fuzz.sh under

@@ -31,7 +31,7 @@ static int msg_check_bad(char *err, size_t err_len, const char *fmt, ...)
 
 static int msg_check_failure(const kvx_failure_t *f, char *err, size_t err_len)
 {
-    if (f->status >= 0 || f->status < KVX_ERR_INTERNAL) {
+    if (f->status >= 0 || f->status < KVX_ERR_OUT_OF_STEP) {
         return msg_check_bad(err, err_len, "FAIL accepted with status %d", (int)f->status);
     }
     if ((int)f->stage < 0 || f->stage >= KVX_STAGE_COUNT) {
@@ -100,7 +100,7 @@ static int msg_check_fields(const msg_t *m, const char *buf, size_t len, char *e
         if (d->layer != 0 || d->comp != 0 || d->pos != 0 || d->npages != 0) {
             return msg_check_bad(err, err_len, "accepted AUX with a body that is not zero");
         }
-    } else if (h->type == MSG_FAIL || h->type == MSG_VERDICT) {
+    } else if (h->type == MSG_FAIL || h->type == MSG_VERDICT || h->type == MSG_TP_BREAK) {
         want += sizeof(msg_failure_t);
         if (msg_check_failure(&m->u.failure, err, err_len) != 0) {
             return -1;
@@ -156,6 +156,7 @@ static void *msg_check_rebuild(const msg_t *m, size_t *len_p)
     }
     case MSG_FAIL:
     case MSG_VERDICT:
+    case MSG_TP_BREAK:
         return msg_new_failure((msg_type_t)h->type, h->src_rank, h->room, h->nonce, &m->u.failure,
                                len_p);
     case MSG_DATA:
@@ -201,7 +202,7 @@ static int msg_check_round_trip(const msg_t *m, const void *buf, size_t len, cha
         return msg_check_bad(err, err_len, "no memory");
     }
     memcpy(want, buf, len);
-    if (m->hdr.type == MSG_FAIL || m->hdr.type == MSG_VERDICT) {
+    if (m->hdr.type == MSG_FAIL || m->hdr.type == MSG_VERDICT || m->hdr.type == MSG_TP_BREAK) {
         msg_check_normalize(want, len);
     }
     if (rlen != len) {

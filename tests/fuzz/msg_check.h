@@ -6,7 +6,7 @@
 #ifndef KVX_TESTS_FUZZ_MSG_CHECK_H
 #define KVX_TESTS_FUZZ_MSG_CHECK_H
 
-#include "core/msg.h"
+#include "core/base/msg.h"
 
 #include <stddef.h>
 

@@ -107,6 +107,17 @@ static int seeds_build(seed_t *s)
     s[n].name = "verdict";
     s[n].buf = msg_new_failure(MSG_VERDICT, 2, 44, 0x900000004ull, &f, &s[n].len);
     n++;
+    failure_set(&f, KVX_ERR_OUT_OF_STEP, KVX_STAGE_AGREE, NULL,
+                "agreement rounds out of step in decode[0]: tp0 is in round 13, tp1 in round 12");
+    f.origin_rank = 2;
+    f.origin_role = KVX_ROLE_DECODE;
+    f.origin_tp_rank = 0;
+    s[n].name = "tp-break";
+    s[n].buf = msg_new_failure(MSG_TP_BREAK, 2, 0, 0, &f, &s[n].len);
+    n++;
+    s[n].name = "ping-rounds";
+    s[n].buf = msg_new(MSG_PING, 3, 0, 12, &s[n].len);
+    n++;
     s[n].name = "agreed";
     s[n].buf = msg_new_agreed(2, agreed, 2, &s[n].len);
     n++;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# run-fuzz.sh - fuzzes msg_decode() (src/core/msg.c), the decoder of every
+# run-fuzz.sh - fuzzes msg_decode() (src/core/base/msg.c), the decoder of every
 # message a peer sends, for a bounded time.
 #
 # First the checked-in seeds (tests/fuzz/corpus/msg/) must still be valid

@@ -27,8 +27,18 @@ trap 'rm -rf "$work"' EXIT INT TERM
 # scheduling: termination without a fairness assumption) | expect | bounds
 # Bounds: MAXF injected failures, MAXT early deadlines, MAXC crashes;
 # FRANKS/TRANKS/CRANKS: bit r lets rank r have them (ranks 0,1 prefill TP
-# 0,1; 2,3 decode TP 0,1). Every scenario hands the chunk right at open
-# (-DCHUNK_AT_OPEN). expect: ok, or the VIOLATION line a broken variant gives.
+# 0,1; 2,3 decode TP 0,1); NOOPEN: bit r, rank r never opens the room;
+# ECLOSE: bit r, rank r may close it once SUCCESS there, before its instance
+# agreed; NINC=2: every rank closes the concluded room and opens the id
+# again (a second incarnation); MAXS rounds out of step on the instances of
+# SINST (bit 0 prefill, bit 1 decode). PROMPT=1: the deadlines longer than
+# KVX_TP_TIMEOUT (the state deadlines, the shadow room's) never fire, so the
+# room must conclude within rounds (room.pml's "promptness"). OWNROUND=1,
+# NONEXT=1, NOPVERDICT=1 switch a broken rule on at run time (the model as
+# built before the fix; see room.pml), so those variants share the default
+# verifier. Every scenario hands the chunk right
+# at open (-DCHUNK_AT_OPEN). expect: ok, or the VIOLATION line a broken
+# variant gives.
 scenarios='
 ok        -                       ok          MAXF=0 MAXT=0 MAXC=0
 ok-cycles cycles                  ok          MAXF=0 MAXT=0 MAXC=0
@@ -39,6 +49,17 @@ fail-d0   -                       ok          MAXF=1 FRANKS=4 MAXT=0 MAXC=0
 broken-agreed -DNO_AGREED         agreement   MAXF=0 MAXT=0 MAXC=1 CRANKS=8
 broken-break  -DNO_OPEN_BREAK     termination MAXF=0 MAXT=0 MAXC=1 CRANKS=8
 broken-word   -DNO_PREFILL_WORD   agreement   MAXF=0 MAXT=0 MAXC=1 CRANKS=2
+reuse     -                       ok          MAXF=0 MAXT=0 MAXC=0 NINC=2
+unheld-d1 -                       ok          MAXF=0 MAXT=0 MAXC=0 ECLOSE=8
+noopen-p1 -                       ok          MAXF=0 MAXT=0 MAXC=0 NOOPEN=2
+noopen-d1 -                       ok          MAXF=0 MAXT=0 MAXC=0 NOOPEN=8
+noopen-p1-prompt -                ok          MAXF=0 MAXT=0 MAXC=0 NOOPEN=2 PROMPT=1
+noopen-d1-prompt -                ok          MAXF=0 MAXT=0 MAXC=0 NOOPEN=8 PROMPT=1
+noopen-p1-cycles cycles           ok          MAXF=0 MAXT=0 MAXC=0 NOOPEN=2
+broken-next   -                   progress    MAXF=0 MAXT=0 MAXC=0 NINC=2 NONEXT=1
+broken-own    -                   agreement   MAXF=0 MAXT=0 MAXC=0 ECLOSE=8 OWNROUND=1
+broken-own-unheld -               reason      MAXF=0 MAXT=0 MAXC=0 NOOPEN=2 OWNROUND=1
+broken-pverdict -                 termination MAXF=0 MAXT=0 MAXC=0 NOOPEN=2 PROMPT=1 NOPVERDICT=1
 '
 full='
 crash-p0  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=1
@@ -48,10 +69,16 @@ fail-d1   -                       ok          MAXF=1 FRANKS=8 MAXT=0 MAXC=0
 deadline  -                       ok          MAXF=0 MAXT=1 TRANKS=15 MAXC=0
 verdict   -                       ok          MAXF=1 FRANKS=2 MAXT=1 TRANKS=4 MAXC=0
 broken-precedence -DNO_VERDICT_PRECEDENCE reason MAXF=1 FRANKS=2 MAXT=1 TRANKS=4 MAXC=0
+lone-p1   -                       ok          MAXF=1 FRANKS=2 MAXT=1 TRANKS=2 MAXC=0
 crash-p1-cycles cycles            ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=2
 crash-d1-cycles cycles            ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=8
 fail-p1-cycles  cycles            ok          MAXF=1 FRANKS=2 MAXT=0 MAXC=0
 fail-d0-cycles  cycles            ok          MAXF=1 FRANKS=4 MAXT=0 MAXC=0
+unheld-p1 -                       ok          MAXF=0 MAXT=0 MAXC=0 ECLOSE=2
+reuse-cycles    cycles            ok          MAXF=0 MAXT=0 MAXC=0 NINC=2
+unheld-d1-cycles cycles           ok          MAXF=0 MAXT=0 MAXC=0 ECLOSE=8
+skew-p    -                       ok          MAXF=0 MAXT=0 MAXC=0 MAXS=1 SINST=1
+skew-d    -                       ok          MAXF=0 MAXT=0 MAXC=0 MAXS=1 SINST=2
 '
 [ -z "$KVXT_SPIN_FULL$KVXT_SPIN_ONLY" ] || scenarios="$scenarios$full"
 

@@ -184,8 +184,8 @@ typedef struct stream_result {
     double seconds;  /* decode: start to the last room SUCCESS; prefill: to its last */
     int ok_rooms;    /* rooms that ended SUCCESS on this rank */
     int bad_aux;     /* decode: aux rows that did not carry the room's id */
-    uint64_t puts;   /* prefill: puts posted, summed over rooms (kvx_room_info) */
-    uint64_t bytes;  /* prefill: bytes put */
+    uint64_t puts;   /* prefill: puts and data messages posted (kvx_ctx_stats) */
+    uint64_t bytes;  /* prefill: their bytes */
     char error[512]; /* the first failure, or "" */
 } stream_result_t;
 

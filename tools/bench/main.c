@@ -39,6 +39,7 @@ static const char usage_text[] =
     "           the kill needs mpirun --enable-recovery --mca async_mpi_finalize 1)\n"
     "\n"
     "common options\n"
+    "  -h, --help        this help\n"
     "  --json FILE       write the rows as JSON\n"
     "  --plot FILE.png   draw them with gnuplot (when gnuplot is installed)\n"
     "  --reps N          measured repetitions per point, median reported (5)\n"
@@ -185,7 +186,7 @@ static int parse(int argc, char **argv, bench_opts_t *o)
 
     defaults(o);
     if (argc < 2 || argv[1][0] == '-') {
-        return argc >= 2 && !strcmp(argv[1], "--help") ? 1 : -1;
+        return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 1 : -1;
     }
     o->sub = argv[1];
     optind = 2;

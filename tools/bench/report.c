@@ -6,7 +6,10 @@
  * JSON (--json) and drawn by gnuplot (--plot).
  */
 #include "bench.h"
+#include "plot/gnuplot.h"
 
+#include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,33 +19,15 @@
 struct bench_out {
     const bench_opts_t *o;
     int rows, bad_rows;
-    FILE *json;     /* the rows, as JSON objects */
-    char *json_buf; /* behind json */
-    size_t json_len;
-    int json_members; /* members of the row being written */
-    FILE *setup;      /* the setup lines, as a JSON array's strings */
-    char *setup_buf;
-    size_t setup_len;
+    json_t *json_rows; /* the rows written, JSON objects */
+    json_t *row;       /* the row being written */
+    json_t *setup;     /* the setup lines, JSON strings */
+    int json_bad;      /* a member jansson refused (a string not UTF-8) */
     FILE *plot;
     char *plot_buf;
     size_t plot_len;
     char *script;
 };
-
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s != '\0'; s++) {
-        if (*s == '"' || *s == '\\') {
-            fprintf(f, "\\%c", *s);
-        } else if ((unsigned char)*s < 0x20) {
-            fprintf(f, "\\u%04x", (unsigned char)*s);
-        } else {
-            fputc(*s, f);
-        }
-    }
-    fputc('"', f);
-}
 
 /* The KVX_* settings that shape the numbers, with their values here. */
 static void kvx_settings(char *buf, size_t len)
@@ -78,8 +63,8 @@ bench_out_t *bench_out_open(const bench_opts_t *o, const char *world_text)
     FILE *f;
 
     out->o = o;
-    out->json = open_memstream(&out->json_buf, &out->json_len);
-    out->setup = open_memstream(&out->setup_buf, &out->setup_len);
+    out->json_rows = json_array();
+    out->setup = json_array();
     out->plot = open_memstream(&out->plot_buf, &out->plot_len);
     kvx_versions(&v);
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
@@ -114,8 +99,7 @@ void bench_out_setup(bench_out_t *out, const char *fmt, ...)
     va_end(ap);
     printf("# %s\n", line);
     fflush(stdout);
-    fprintf(out->setup, "%s", ftell(out->setup) > 0 ? ",\n    " : "");
-    json_string(out->setup, line);
+    out->json_bad |= json_array_append_new(out->setup, json_string(line)) != 0;
 }
 
 void bench_out_note(bench_out_t *out, const char *fmt, ...)
@@ -154,24 +138,29 @@ void bench_out_row(bench_out_t *out, int ok, const char *fmt, ...)
 
 void bench_json_begin(bench_out_t *out)
 {
-    fprintf(out->json, "%s{", ftell(out->json) > 0 ? ",\n    " : "");
-    out->json_members = 0;
+    json_decref(out->row);
+    out->row = json_object();
 }
 
+/* Whole numbers as JSON integers, others as reals; NaN and infinities, which
+ * JSON cannot hold, as null. */
 void bench_json_num(bench_out_t *out, const char *key, double v)
 {
-    fprintf(out->json, "%s\"%s\": ", out->json_members++ ? ", " : "", key);
-    if (v == (double)(long long)v && v < 1e15 && v > -1e15) {
-        fprintf(out->json, "%lld", (long long)v);
+    json_t *num;
+
+    if (!isfinite(v)) {
+        num = json_null();
+    } else if (v < 1e15 && v > -1e15 && v == (double)(long long)v) {
+        num = json_integer((json_int_t)v);
     } else {
-        fprintf(out->json, "%.6g", v);
+        num = json_real(v);
     }
+    out->json_bad |= json_object_set_new(out->row, key, num) != 0;
 }
 
 void bench_json_str(bench_out_t *out, const char *key, const char *v)
 {
-    fprintf(out->json, "%s\"%s\": ", out->json_members++ ? ", " : "", key);
-    json_string(out->json, v);
+    out->json_bad |= json_object_set_new(out->row, key, json_string(v)) != 0;
 }
 
 void bench_json_stat(bench_out_t *out, const char *key, bench_stat_t s)
@@ -189,7 +178,8 @@ void bench_json_end(bench_out_t *out, int reps, int ok)
 {
     bench_json_num(out, "reps", reps);
     bench_json_str(out, "check", ok ? "OK" : "FAILED");
-    fprintf(out->json, "}");
+    out->json_bad |= json_array_append_new(out->json_rows, out->row) != 0;
+    out->row = NULL;
 }
 
 void bench_plot_data(bench_out_t *out, const char *fmt, ...)
@@ -208,82 +198,57 @@ void bench_plot_script(bench_out_t *out, const char *script)
     out->script = strdup(script);
 }
 
+/* The document, indented, reals with the 6 significant digits the table
+ * shows; the rows and setup stay owned by out. */
 static int write_json(bench_out_t *out, int ok)
 {
-    FILE *f = fopen(out->o->json, "w");
+    json_t *doc;
+    FILE *f;
+    int rc;
 
-    if (f == NULL) {
-        perror(out->o->json);
+    if (out->json_bad) {
+        printf("# json: a member is not UTF-8\n");
         return -1;
     }
-    fprintf(f, "{\"bench\": \"%s\", \"version\": \"%s\", \"ok\": %s,\n  \"setup\": [%s],\n",
-            out->o->sub, kvx_version(), ok ? "true" : "false", out->setup_buf);
-    fprintf(f, "  \"rows\": [%s]}\n", out->json_buf);
-    return fclose(f) == 0 ? 0 : -1;
-}
-
-/* The script with DATA and OUT replaced by the data file and the image. */
-static void write_script(FILE *f, const char *sub, const char *script, const char *data,
-                         const char *png)
-{
-    fprintf(f, "set terminal pngcairo size 960,600 noenhanced\nset output '%s'\n", png);
-    fprintf(f, "set title 'kvx-bench %s v%s'\nset grid\nset key left top\n", sub, kvx_version());
-    for (const char *p = script; *p != '\0';) {
-        if (!strncmp(p, "DATA", 4)) {
-            fprintf(f, "'%s'", data);
-            p += 4;
-        } else {
-            fputc(*p++, f);
-        }
+    doc = json_pack("{s:s, s:s, s:b, s:O, s:O}", "bench", out->o->sub, "version", kvx_version(),
+                    "ok", ok, "setup", out->setup, "rows", out->json_rows);
+    if (doc == NULL) {
+        return -1;
     }
-    fputc('\n', f);
-}
-
-static int have_gnuplot(void)
-{
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+    if ((f = fopen(out->o->json, "w")) == NULL) {
+        perror(out->o->json);
+        json_decref(doc);
+        return -1;
+    }
+    rc = json_dumpf(doc, f, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+    rc |= fputc('\n', f) == EOF;
+    rc |= fclose(f) != 0;
+    json_decref(doc);
+    return rc == 0 ? 0 : -1;
 }
 
 static void write_plot(bench_out_t *out)
 {
-    char data[] = "/tmp/kvx-bench-data.XXXXXX", gp[] = "/tmp/kvx-bench-plot.XXXXXX";
-    char cmd[4200];
-    int dfd, gfd;
-    FILE *f;
+    char *script = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&script, &len);
 
-    if (!have_gnuplot()) {
-        printf("# plot: gnuplot is not installed (Debian: apt-get install gnuplot-nox); %s not "
-               "written\n",
-               out->o->plot);
+    if (f == NULL) {
+        printf("# plot: %s NOT written (out of memory)\n", out->o->plot);
         return;
     }
-    dfd = mkstemp(data);
-    gfd = mkstemp(gp);
-    if (dfd < 0 || gfd < 0) {
-        printf("# plot: cannot create temporary files\n");
-        return;
-    }
-    if ((f = fdopen(dfd, "w")) != NULL) {
-        fwrite(out->plot_buf, 1, out->plot_len, f);
-        fclose(f);
-    }
-    if ((f = fdopen(gfd, "w")) != NULL) {
-        write_script(f, out->o->sub, out->script ? out->script : "", data, out->o->plot);
-        fclose(f);
-    }
-    snprintf(cmd, sizeof(cmd), "gnuplot '%s'", gp);
+    fprintf(f, "set title 'kvx-bench %s v%s'\nset grid\nset key left top\n%s", out->o->sub,
+            kvx_version(), out->script ? out->script : "");
+    fclose(f);
     printf("# plot: %s %s\n", out->o->plot,
-           system(cmd) == 0 ? "written" : "NOT written (gnuplot failed)");
-    unlink(data);
-    unlink(gp);
+           gnuplot_png(out->o->plot, 960, 600, script, out->plot_buf, out->plot_len));
+    free(script);
 }
 
 int bench_out_close(bench_out_t *out)
 {
     int ok = out->bad_rows == 0 && out->rows > 0;
 
-    fflush(out->json);
-    fflush(out->setup);
     fflush(out->plot);
     printf("#\n# correctness: %d of %d rows OK\n", out->rows - out->bad_rows, out->rows);
     if (out->o->json != NULL) {
@@ -295,11 +260,10 @@ int bench_out_close(bench_out_t *out)
     }
     printf("# %s\n", ok ? "OK" : "FAILED");
     fflush(stdout);
-    fclose(out->json);
-    fclose(out->setup);
+    json_decref(out->row);
+    json_decref(out->json_rows);
+    json_decref(out->setup);
     fclose(out->plot);
-    free(out->json_buf);
-    free(out->setup_buf);
     free(out->plot_buf);
     free(out->script);
     free(out);

@@ -82,7 +82,6 @@ static void stream_conclude(stream_t *st, int j, kvx_room_state_t state)
     int index = st->lanes[j].room;
     uint64_t id = s->first_id + (uint64_t)index, aux = 0;
     size_t len = 0;
-    kvx_room_info_t info;
     kvx_failure_t f;
     char line[256];
 
@@ -96,10 +95,6 @@ static void stream_conclude(stream_t *st, int j, kvx_room_state_t state)
     if (state == KVX_ROOM_SUCCESS && st->id.role == KVX_ROLE_DECODE &&
         (kvx_room_aux(st->ctx, id, &aux, sizeof(aux), &len) != KVX_OK || aux != id)) {
         st->r->bad_aux++;
-    }
-    if (st->id.role == KVX_ROLE_PREFILL && kvx_room_info(st->ctx, id, &info) == KVX_OK) {
-        st->r->puts += info.puts;
-        st->r->bytes += info.bytes;
     }
     bench_room_close(st->ctx, id);
     st->done++;
@@ -161,14 +156,28 @@ static void stream_give_up(stream_t *st)
     }
 }
 
+/* What the context sent between two snapshots of its counters: puts,
+ * packed puts and data messages, and their bytes. */
+static void stream_sent(const kvx_stats_t *a, const kvx_stats_t *b, stream_result_t *r)
+{
+    static const kvx_xfer_kind_t kinds[] = { KVX_XFER_PUT, KVX_XFER_PACKED_PUT, KVX_XFER_MSG_SENT };
+
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        r->puts += b->ops[kinds[k]] - a->ops[kinds[k]];
+        r->bytes += b->bytes[kinds[k]] - a->bytes[kinds[k]];
+    }
+}
+
 void stream_run(kvx_ctx_t *ctx, MPI_Comm comm, const stream_spec_t *s, stream_result_t *r)
 {
     stream_t st = { ctx, s, r, { 0 }, NULL, 0, 0 };
+    kvx_stats_t *before = malloc(sizeof(*before)), *after = malloc(sizeof(*after));
     int first = s->window < s->nrooms ? s->window : s->nrooms;
     double t0;
 
     memset(r, 0, sizeof(*r));
     kvx_ctx_identity(ctx, &st.id);
+    kvx_ctx_stats(ctx, before);
     st.lanes = malloc(sizeof(lane_t) * (size_t)s->window);
     for (int j = 0; j < s->window; j++) {
         st.lanes[j].room = -1;
@@ -193,5 +202,9 @@ void stream_run(kvx_ctx_t *ctx, MPI_Comm comm, const stream_spec_t *s, stream_re
         }
     }
     r->seconds = st.t_last - t0;
+    kvx_ctx_stats(ctx, after);
+    stream_sent(before, after, r);
+    free(before);
+    free(after);
     free(st.lanes);
 }

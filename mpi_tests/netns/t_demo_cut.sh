@@ -1,0 +1,41 @@
+#!/bin/sh
+# t_demo_cut.sh - kvx-demo across a cut link: the prefill instance (TP 2) on
+# h0, the decode instance (TP 2) on h1 (mpi_tests/netns/hosts.sh), kvx's
+# default settings, and MPI's own traffic on the data link too
+# (KVXN_MPI_NET=data0; only mpirun's daemons stay on ctl0). h1's data0 goes
+# down 3 s into a long run. Every rank must notice the loss ("peer ... lost:
+# silent for 1.5 s"), fail every room in flight, end its exchanges with the
+# ranks it can no longer reach within --end-timeout, name them, and exit:
+# the whole job ends within 30 s of the cut (not at --time-limit).
+#
+# Prints the summary rank 0 (h0) wrote and how long the job took after the
+# cut. Exit 77 (skip) where network namespaces cannot be made.
+set -u
+top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
+top_builddir=${top_builddir:-.}
+H=$(cd "$top_srcdir/mpi_tests/netns" && pwd)/hosts.sh
+demo=$(cd "$top_builddir" && pwd)/examples/kvx-demo
+KVXN_ID=dc$$
+export KVXN_ID
+"$H" up 2 || exit $?
+trap '"$H" down >/dev/null 2>&1' EXIT
+out=${TMPDIR:-/tmp}/t_demo_cut.$$.out
+KVXN_MPI_NET=data0 "$H" mpirun -N 2 -t 120 -x KVX_LAYOUT=prefill:1x2,decode:1x2 \
+    --enable-recovery --mca async_mpi_finalize 1 \
+    "$demo" --requests 4000 --prompt-tokens 64:512 --progress lines --time-limit 100 \
+    --end-timeout 5 >"$out" 2>&1 &
+pid=$!
+sleep 3
+t_cut=$(date +%s.%N)
+"$H" fault h1 link-down
+echo "cut h1's data0 at $(date -u +%T.%N | cut -c1-12)"
+wait $pid
+rc=$?
+t_end=$(date +%s.%N)
+after=$(echo "$t_end - $t_cut" | bc)
+grep -v "FAILED at\|mpool.c\|UCX may still\|refused: room" "$out" | tail -60
+echo "mpirun exited $rc, ${after} s after the cut"
+rm -f "$out"
+ok=$(echo "$after < 30" | bc)
+[ "$ok" = 1 ] || { echo "FAIL: the job took ${after} s after the cut"; exit 1; }
+echo "PASS: the job ended ${after} s after the cut"

@@ -1,0 +1,26 @@
+/*
+ * progress.h - the progress thread.
+ */
+#ifndef KVX_CORE_PROGRESS_H
+#define KVX_CORE_PROGRESS_H
+
+#include <kvx.h>
+
+#include <stdint.h>
+
+/* Work of a higher floor the progress thread runs with the lock held: a
+ * poller every round (it returns how much happened), a ticker every tick.
+ * They run in the order they were added, all before progress_start()
+ * (setup/steps.c adds them); the outbox is flushed after the pollers. */
+typedef unsigned (*progress_poller_t)(kvx_ctx_t *ctx);
+typedef void (*progress_ticker_t)(kvx_ctx_t *ctx, uint64_t now);
+void progress_add_poller(kvx_ctx_t *ctx, progress_poller_t poller);
+void progress_add_ticker(kvx_ctx_t *ctx, progress_ticker_t ticker);
+/* Starts the thread; the active-message handler of the control plane is
+ * set before (setup/steps.c). */
+kvx_status_t progress_start(kvx_ctx_t *ctx);
+void progress_stop(kvx_ctx_t *ctx);
+/* Wakes the progress thread (new work was posted). */
+void progress_wake(kvx_ctx_t *ctx);
+
+#endif

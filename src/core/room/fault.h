@@ -1,0 +1,44 @@
+/*
+ * fault.h - injected faults (KVX_FAULT rules).
+ */
+#ifndef KVX_CORE_FAULT_H
+#define KVX_CORE_FAULT_H
+
+#include <kvx.h>
+
+#include "core/ctx/ctx.h"
+#include "core/room/room.h"
+
+#include <stdint.h>
+
+typedef enum fault_effect {
+    FAULT_NONE = 0,
+    FAULT_FAIL,
+    FAULT_DELAY,
+    FAULT_DROP,
+    FAULT_KILL,
+    FAULT_STALL /* holds the calling thread (and the locks it holds); never returned */
+} fault_effect_t;
+
+typedef struct fault_action {
+    fault_effect_t effect;
+    kvx_failure_t failure; /* FAULT_FAIL: the injected failure, tagged injected */
+    uint64_t delay_ns;     /* FAULT_DELAY */
+} fault_action_t;
+
+kvx_status_t fault_parse(const char *spec, struct fault_set **set_p, kvx_failure_t *why);
+void fault_free(struct fault_set *set);
+/* Evaluates the rules at a stage of a room (once per room and stage).
+ * FAULT_KILL does not return. */
+fault_effect_t fault_eval(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room, fault_action_t *act);
+/* The cheap test every hook makes first. */
+static inline fault_effect_t fault_at(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room,
+                                      fault_action_t *act)
+{
+    if (__builtin_expect(ctx->faults == NULL, 1)) {
+        return FAULT_NONE;
+    }
+    return fault_eval(ctx, stage, room, act);
+}
+
+#endif

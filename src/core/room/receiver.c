@@ -1,0 +1,305 @@
+/*
+ * receiver.c - the decode side of a room: grants (PREALLOC) to the prefill
+ * ranks that share heads with this rank, and completion when every writer
+ * said DONE (and all its data messages were unpacked) and the aux row
+ * carries this room.
+ */
+#include "config.h"
+
+#include "core/ctx/ctx.h"
+#include "core/ctx/stats.h"
+#include "core/link/peer.h"
+#include "core/room/fault.h"
+#include "core/room/receiver.h"
+#include "core/room/room.h"
+#include "core/xfer/cuda_stage.h"
+#include "core/xfer/unpack.h"
+#include "util/failure.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Sends the grant (PREALLOC) to every prefill rank of the room. */
+static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+    uint64_t at = 0;
+
+    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return KVX_OK;
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: the grants are not sent");
+        return KVX_OK;
+    case FAULT_DELAY:
+        at = kvx_now_ns() + act.delay_ns;
+        break;
+    default:
+        break;
+    }
+    room->granted = 1;
+    for (unsigned i = 0; i < room->nsources; i++) {
+        source_t *s = &room->sources[i];
+        size_t len;
+        int writes = !s->pair.writes ? MSG_WRITES_NONE
+                     : s->msgs       ? MSG_WRITES_MESSAGES
+                                     : MSG_WRITES_PUTS;
+        void *m = msg_new_prealloc(ctx->rank, room->id, room->nonce,
+                                   s->pair.aux_writer ? room->aux_slot : -1, writes, room->pages,
+                                   room->npages, &len);
+
+        if (m == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        peer_send_at(ctx, s->peer, m, len, at);
+    }
+    return KVX_OK;
+}
+
+kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
+                           int64_t aux_slot)
+{
+    const kvl_t *pkvl = &ctx->kvls[KVX_ROLE_PREFILL][room->peer_instance];
+    unsigned n = 0;
+
+    room->sources = calloc((size_t)pkvl->tp, sizeof(source_t));
+    room->pages = malloc(npages * sizeof(uint32_t));
+    if (room->sources == NULL || room->pages == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    memcpy(room->pages, pages, npages * sizeof(uint32_t));
+    room->npages = npages;
+    room->aux_slot = aux_slot;
+    /* A nonce names this incarnation of the room id, so a late message of
+     * an earlier room with the same id is recognized and dropped. */
+    room->nonce = ((uint64_t)(uint32_t)ctx->rank << 32) | (uint32_t)++ctx->next_nonce;
+    for (int p = 0; p < pkvl->tp; p++) {
+        source_t *s = &room->sources[n];
+
+        plan_pair(pkvl, p, &ctx->my, ctx->tp_rank, &s->pair);
+        if (!s->pair.talks) {
+            continue;
+        }
+        s->peer =
+            peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_PREFILL, room->peer_instance, p));
+        /* Pages of a writer whose endpoint has no native RMA come as data
+         * messages (KVX_WRITES): this rank chooses, the grant tells. */
+        s->msgs = s->pair.writes && s->peer->msg_writes;
+        room->nwriters += s->pair.writes;
+        n++;
+    }
+    room->nsources = n;
+    return receiver_grant(ctx, room);
+}
+
+/* The aux row must carry this room (id and incarnation) and fit its slot. */
+static int receiver_check_aux(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
+{
+    msg_aux_header_t h;
+
+    if (room->aux_slot < 0) {
+        return 1;
+    }
+    memcpy(&h, (char *)ctx->pool.aux + (size_t)room->aux_slot * ctx->pool.aux_stride, sizeof(h));
+    if (h.room != room->id || h.nonce != (uint32_t)room->nonce || h.len > ctx->aux_item_size) {
+        failure_set_room(f, room->id, KVX_ERR_AUX, KVX_STAGE_AUX, NULL,
+                         "aux slot %lld holds a row of room %llu (%u bytes), not of this room",
+                         (long long)room->aux_slot, (unsigned long long)h.room, h.len);
+        return 0;
+    }
+    return 1;
+}
+
+/* SUCCESS on this decode rank: every writer's puts landed and the aux row
+ * is this room's. The prefill ranks are told (RECEIVED): a prefill rank is
+ * SUCCESS only then; the instance's agreed outcome follows (AGREED or
+ * VERDICT, agree_send_verdict()) for a prefill rank that needs it. */
+static void receiver_succeed(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+
+    room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+    room->pages_state = KVX_PAGES_RELEASED;
+    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room, &act)) {
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: this rank's outcome notices are not sent");
+        room->notify_at = UINT64_MAX;
+        return;
+    case FAULT_DELAY:
+        room->notify_at = kvx_now_ns() + act.delay_ns;
+        break;
+    default:
+        break;
+    }
+    for (unsigned i = 0; i < room->nsources; i++) {
+        size_t len;
+        void *m = msg_new(MSG_RECEIVED, ctx->rank, room->id, room->nonce, &len);
+
+        if (m != NULL) {
+            peer_send_at(ctx, room->sources[i].peer, m, len, room->notify_at);
+        }
+    }
+}
+
+static void receiver_all_done(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+    kvx_failure_t f;
+
+    switch (fault_at(ctx, KVX_STAGE_COMPLETION, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return;
+    default:
+        break;
+    }
+    if (receiver_check_aux(ctx, room, &f)) {
+        receiver_succeed(ctx, room);
+    } else {
+        room_fail(ctx, room, &f, 1);
+    }
+}
+
+/* Pages are safe once every writer that did not complete confirmed it has
+ * nothing in flight, and no copy of kvx's own into them is (staged path). */
+void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING ||
+        (ctx->cstage.on && cstage_room_busy(ctx, room))) {
+        return;
+    }
+    for (unsigned i = 0; i < room->nsources && room->granted; i++) {
+        const source_t *s = &room->sources[i];
+
+        /* A writer of data messages cannot touch the pages any more:
+         * what it still sends for a failed room is dropped (unpack.c). */
+        if (s->pair.writes && !s->done && !s->drained && !s->msgs) {
+            return;
+        }
+    }
+    room->pages_state = KVX_PAGES_RELEASED;
+    stats_pages_released(ctx, room);
+    kvx_rdebug(room->id, "pages released: every writer confirmed it stopped");
+}
+
+void receiver_on_fail(kvx_ctx_t *ctx, room_t *room)
+{
+    room->pages_state = KVX_PAGES_DRAINING;
+    receiver_update_pages(ctx, room);
+}
+
+/* A prefill instance that cannot conclude a room (one of its TP ranks never
+ * opened it, or closed it before the instance agreed: agree_conclude_unheld())
+ * says so with its record. The decode instance decides the outcome for both,
+ * and it cannot be SUCCESS: the room fails here with that record, and where
+ * it is SUCCESS here already it counts FAILED with it in this instance's
+ * rounds (agree_sample()), so that every rank of both instances concludes
+ * FAILED with one record within rounds, not at the bootstrap deadline of a
+ * sibling waiting for the pages of the rank that lacks the room. An agreed
+ * room was told to the prefill already. */
+static void receiver_on_verdict(kvx_ctx_t *ctx, room_t *room, const peer_t *peer,
+                                const kvx_failure_t *f)
+{
+    if (room->agreed) {
+        return;
+    }
+    if (!room_terminal(room)) {
+        room_fail(ctx, room, f, 1);
+    } else if (room->state == KVX_ROOM_SUCCESS && !room->prefill_failed) {
+        kvx_rinfo(room->id, "SUCCESS here, but %s says its instance cannot conclude it: %s",
+                  peer->name, f->text);
+        room->failure = *f;
+        room->failure.room_id = room->id;
+        room->failure.has_room = 1;
+    }
+    room->prefill_failed = 1;
+}
+
+void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
+{
+    char pages[256];
+    size_t o = 0;
+
+    if (room->pages_state != KVX_PAGES_DRAINING || room_age(room, now) <= ctx->cfg.drain_timeout) {
+        return;
+    }
+    room->pages_state = KVX_PAGES_QUARANTINED;
+    stats_pages_quarantined(ctx, room);
+    for (size_t i = 0; i < room->npages && o < sizeof(pages) - 16; i++) {
+        o += (size_t)snprintf(pages + o, sizeof(pages) - o, "%s%u", i ? "," : "", room->pages[i]);
+    }
+    kvx_rerror(room->id,
+               "%zu pages quarantined: a writer did not confirm within %.1f s that nothing is in "
+               "flight; never reuse pages %s%s",
+               room->npages, kvx_ns_to_s(ctx->cfg.drain_timeout), pages,
+               o >= sizeof(pages) - 16 ? ",..." : "");
+}
+
+/* DONE may overtake the writer's data messages (unpack.c): the writer is
+ * complete when both are in. */
+void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s)
+{
+    if (!s->done || s->complete || room_terminal(room) || !unpack_source_done(ctx, room, s)) {
+        return;
+    }
+    s->complete = 1;
+    if (++room->ndone == room->nwriters) {
+        receiver_all_done(ctx, room);
+    }
+}
+
+void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
+{
+    source_t *s = NULL;
+
+    for (unsigned i = 0; i < room->nsources && s == NULL; i++) {
+        s = room->sources[i].peer == peer ? &room->sources[i] : NULL;
+    }
+    if (s == NULL) {
+        kvx_rwarn(room->id, "ignoring %s from %s, which is not a source of this room",
+                  msg_type_name(m->hdr.type), peer->name);
+        ctx->bad_msgs++;
+        return;
+    }
+    if (m->hdr.type == MSG_VERDICT) {
+        receiver_on_verdict(ctx, room, peer, &m->u.failure); /* terminal or not */
+        return;
+    }
+    /* DRAINED, and DONE (the writer flushed), prove nothing of this writer
+     * is in flight, whatever happened to the room meanwhile. */
+    if (m->hdr.type == MSG_DRAINED || (m->hdr.type == MSG_DONE && room_terminal(room))) {
+        s->drained = 1;
+        receiver_update_pages(ctx, room);
+        return;
+    }
+    if (room_terminal(room)) {
+        return;
+    }
+    switch (m->hdr.type) {
+    case MSG_ACCEPT:
+        if (!s->accepted) {
+            s->accepted = 1;
+            if (++room->naccepted == room->nsources) {
+                room_set_state(ctx, room, KVX_ROOM_WAITING_FOR_INPUT);
+            }
+        }
+        break;
+    case MSG_START:
+        room_set_state(ctx, room, KVX_ROOM_TRANSFERRING);
+        break;
+    case MSG_DONE:
+        if (!s->pair.writes || s->done) {
+            kvx_rwarn(room->id, "ignoring an unexpected DONE from %s", peer->name);
+            ctx->bad_msgs++;
+            break;
+        }
+        s->done = 1;
+        receiver_source_complete(ctx, room, s);
+        break;
+    default:
+        break;
+    }
+}

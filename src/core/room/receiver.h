@@ -1,0 +1,41 @@
+/*
+ * receiver.h - the decode side of a room: one source per prefill rank that writes to it.
+ */
+#ifndef KVX_CORE_RECEIVER_H
+#define KVX_CORE_RECEIVER_H
+
+#include <kvx.h>
+
+#include "core/base/msg.h"
+#include "core/base/plan.h"
+#include "core/link/peer.h"
+#include "core/room/room.h"
+
+/* Receiver side: one prefill rank a decode room talks to. */
+typedef struct source {
+    peer_t *peer;
+    plan_pair_t pair;
+    int accepted, done;
+    int drained;       /* it confirmed nothing of the room is in flight */
+    int complete;      /* done, and all its data unpacked (unpack.c) */
+    int msgs;          /* it sends every page as data messages (KVX_WRITES) */
+    int aux_in;        /* msgs: its aux row arrived (MSG_AUX) */
+    uint64_t unpacked; /* bytes of data messages unpacked */
+} source_t;
+
+kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
+                           int64_t aux_slot);
+/* A message of a source of the room (a VERDICT from a prefill rank too:
+ * its instance cannot conclude the room, which then fails here even when
+ * SUCCESS, prefill_failed). */
+void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+/* The room failed: its pages drain (or are released at once). */
+void receiver_on_fail(kvx_ctx_t *ctx, room_t *room);
+/* Drain deadline (progress tick). */
+void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
+/* Counts a writer complete once it said DONE and its data is unpacked. */
+void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s);
+/* A failed room's pages are released once nothing can write into them. */
+void receiver_update_pages(kvx_ctx_t *ctx, room_t *room);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * room.h - the room table: one room per id and side, its state, failure and pages.
+ */
+#ifndef KVX_CORE_ROOM_H
+#define KVX_CORE_ROOM_H
+
+#include <kvx.h>
+
+#include "util/failure.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct source;
+struct target;
+
+/* A message that arrived before its room was opened, replayed at open. */
+typedef struct early {
+    struct early *next;
+    void *buf;
+    size_t len;
+} early_t;
+
+typedef struct room {
+    uint64_t id;
+    kvx_role_t side; /* PREFILL: sends; DECODE: receives */
+    int peer_instance;
+    int user_open; /* opened by the application (else a shadow of early messages) */
+    kvx_room_state_t state;
+    kvx_failure_t failure;    /* valid when state == FAILED */
+    uint64_t nonce;           /* the decode room's incarnation */
+    uint64_t opened, entered; /* when opened, when the state was entered (ns) */
+    unsigned refs;            /* UCX operations still referencing the room */
+    int closed;               /* closed by the application; freed when refs drops to 0 */
+    /* decode */
+    uint32_t *pages;
+    size_t npages;
+    int64_t aux_slot;
+    struct source *sources;
+    unsigned nsources, nwriters, naccepted, ndone;
+    /* prefill */
+    size_t npages_total, nsrc;
+    uint32_t *src; /* source pages handed over so far */
+    void *aux;     /* aux row (header + payload) to put */
+    size_t aux_len;
+    struct target *targets;
+    unsigned ntargets, ngranted, ndone_sent;
+    unsigned nreceived;
+    uint64_t puts, bytes;
+    int started;
+    early_t *early;
+    unsigned nearly;
+    /* page safety (decode) */
+    kvx_pages_state_t pages_state;
+    int granted; /* decode: its grants (PREALLOC) went out: writers may write */
+    /* agreement */
+    kvx_room_state_t before_fail; /* the state it failed in */
+    int verdict;                  /* prefill: holds the decode instance's agreed root cause */
+    int decode_agreed;            /* prefill: the decode instance agreed SUCCESS (AGREED) */
+    uint64_t broken_at; /* prefill: when its TP instance broke (a sibling lost), or when the
+                           room was found unheld by a TP rank (agree_conclude_unheld()): from
+                           then on the room concludes with the decode's word
+                           (sender_conclude_broken) */
+    int prefill_failed; /* decode: a prefill rank of the room said its instance cannot
+                           conclude it (VERDICT from the prefill, sender_conclude_unheld()):
+                           the room counts FAILED in rounds with that record, SUCCESS here
+                           or not (receiver_on_verdict) */
+    uint64_t notify_at; /* decode: injected hold on its outcome notices (RECEIVED, AGREED,
+                           VERDICT) until then; UINT64_MAX: never sent */
+    int slot;           /* place in the agreement vector, -1 for none */
+    int agreed;         /* the instance agreed a final outcome */
+    kvx_room_state_t agreed_state;
+    /* fault injection */
+    unsigned fault_seen; /* stages already evaluated for this room (bits) */
+} room_t;
+
+enum { PAGE_FREE = 0, PAGE_HELD, PAGE_QUARANTINED, PAGE_CLAIMING };
+
+room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
+kvx_status_t room_new(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int peer_instance,
+                      room_t **room_p);
+void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state);
+/* The stage a failure now would be recorded at (from the room's state). */
+kvx_stage_t room_stage(const room_t *room);
+int room_terminal(const room_t *room);
+/* A room the application closed before its instance agreed on it still
+ * takes part in agreement (with its final state) until it has a slot or is
+ * concluded, so that its TP siblings conclude their copies -- at most
+ * 2 x KVX_TP_TIMEOUT after it was opened. */
+int room_agree_pending(const kvx_ctx_t *ctx, const room_t *room);
+/* How long the room has been in its state at now. A state entered after
+ * now was sampled (a room failed within the same tick) is 0 old, never a
+ * wrapped-around age. */
+static inline uint64_t room_age(const room_t *room, uint64_t now)
+{
+    return now > room->entered ? now - room->entered : 0;
+}
+/* Records the room's failure (once: the first failure is the root cause)
+ * and tells the other side of the room. */
+void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify);
+void room_unref(kvx_ctx_t *ctx, room_t *room);
+/* May the room be freed now: closed, unreferenced, out of agreement and
+ * answering no grant (room.c says each condition and why). Every path that
+ * frees a room the application opened asks it. */
+int room_may_free(const kvx_ctx_t *ctx, const room_t *room);
+/* Frees the room if room_may_free() says so. */
+void room_release(kvx_ctx_t *ctx, room_t *room);
+void room_tick(kvx_ctx_t *ctx, uint64_t now);
+void room_free(kvx_ctx_t *ctx, room_t *room);
+/* Decode: checks a grant's pages (in the pool, distinct, held by no open
+ * room and not quarantined) and its aux slot (-1: none; held by no open
+ * room, not quarantined) and holds them for room id; on error why says which
+ * and nothing is held. */
+kvx_status_t room_pages_claim(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
+                              int64_t aux_slot, kvx_failure_t *why);
+/* Hands a decode room's pages and aux slot back (free again, or quarantined
+ * for good). */
+void room_pages_release(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
+                        int64_t aux_slot, int quarantine);
+void room_pages_cleanup(kvx_ctx_t *ctx);
+
+#endif

@@ -1,0 +1,882 @@
+/*
+ * sender.c - the prefill side of a room: targets, posting puts under flow
+ * control, completion (aux, flush, DONE).
+ *
+ * A prefill rank's room has one target per decode rank it shares a head
+ * with. Puts of a target are posted in batches of the pages handed over so
+ * far: for each (layer, component), each run of pages contiguous on both
+ * sides, each piece the layouts allow. When a peer has too many bytes or
+ * operations in flight the target waits on that peer's pump queue, and the
+ * progress thread resumes it as puts complete. When every page is posted,
+ * the aux row is put, the endpoint is flushed (every put is then remotely
+ * complete), and DONE tells the decode rank.
+ */
+#include "config.h"
+
+#include "core/ctx/ctx.h"
+#include "core/ctx/pool.h"
+#include "core/ctx/stats.h"
+#include "core/link/peer.h"
+#include "core/room/fault.h"
+#include "core/room/room.h"
+#include "core/room/sender.h"
+#include "core/xfer/cuda_stage.h"
+#include "core/xfer/pack.h"
+#include "util/failure.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
+{
+    const kvl_t *dkvl = &ctx->kvls[KVX_ROLE_DECODE][room->peer_instance];
+    unsigned n = 0;
+
+    room->targets = calloc((size_t)dkvl->tp, sizeof(target_t));
+    room->src = malloc(npages_total * sizeof(uint32_t));
+    if (room->targets == NULL || room->src == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (int d = 0; d < dkvl->tp; d++) {
+        target_t *t = &room->targets[n];
+
+        plan_pair(&ctx->my, ctx->tp_rank, dkvl, d, &t->pair);
+        if (!t->pair.talks) {
+            continue;
+        }
+        t->room = room;
+        t->peer =
+            peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_DECODE, room->peer_instance, d));
+        t->aux_slot = -1;
+        if (t->pair.writes) {
+            plan_geom_init(&t->geom, &ctx->my, ctx->num_pages, dkvl, t->peer->num_pages, &t->pair);
+            t->mode = cstage_mode(ctx, plan_mode(&t->geom));
+        }
+        n++;
+    }
+    room->ntargets = n;
+    room->npages_total = npages_total;
+    return KVX_OK;
+}
+
+static void sender_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type)
+{
+    size_t len;
+    void *m = msg_new(type, ctx->rank, t->room->id, t->nonce, &len);
+
+    if (m != NULL) {
+        peer_send(ctx, t->peer, m, len);
+    }
+}
+
+void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
+                 ucs_status_t ucs, const char *what)
+{
+    kvx_failure_t f;
+
+    if (ucs == UCS_ERR_ENDPOINT_TIMEOUT || ucs == UCS_ERR_CONNECTION_RESET ||
+        ucs == UCS_ERR_UNREACHABLE || ucs == UCS_ERR_SHMEM_SEGMENT) {
+        /* The endpoint itself is broken, as if UCX had called its error
+         * handler: the peer is lost, and every room with it fails with that
+         * reason, not only this one. */
+        peer_ep_error(t->peer, t->peer->ep, ucs);
+    }
+    failure_set_room(&f, t->room->id, status, stage, ucs_status_string(ucs), "%s %s failed", what,
+                     t->peer->name);
+    room_fail(ctx, t->room, &f, 1);
+}
+
+/* Enters TRANSFERRING once every grant is in and pages were handed over. */
+static void sender_maybe_start(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->started || room_terminal(room) || room->ngranted < room->ntargets ||
+        room->nsrc == 0) {
+        return;
+    }
+    room->started = 1;
+    room_set_state(ctx, room, KVX_ROOM_TRANSFERRING);
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        sender_send(ctx, &room->targets[t], MSG_START);
+    }
+}
+
+/* SUCCESS on the prefill means every decode rank it talks to reported the
+ * room SUCCESS (RECEIVED): then the decode instance cannot agree otherwise. */
+static void sender_maybe_succeed(kvx_ctx_t *ctx, room_t *room)
+{
+    if (!room_terminal(room) && room->started && room->nsrc == room->npages_total &&
+        room->ndone_sent == room->ntargets && room->nreceived == room->ntargets) {
+        room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+    }
+}
+
+/* Tells the decode rank its pages are safe: nothing of the room is in flight. */
+static void sender_send_drained(kvx_ctx_t *ctx, target_t *t)
+{
+    if (!t->drained_sent) {
+        t->drained_sent = 1;
+        sender_send(ctx, t, MSG_DRAINED);
+    }
+}
+
+static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
+{
+    fault_action_t act;
+    uint64_t at = 0;
+
+    if (t->pair.writes) {
+        switch (fault_at(ctx, KVX_STAGE_COMPLETION, t->room, &act)) {
+        case FAULT_FAIL:
+            room_fail(ctx, t->room, &act.failure, 1);
+            return;
+        case FAULT_DROP:
+            kvx_rwarn(t->room->id, "injected: DONE to %s is not sent", t->peer->name);
+            t->done_sent = 1;
+            t->room->ndone_sent++;
+            return;
+        case FAULT_DELAY:
+            at = kvx_now_ns() + act.delay_ns;
+            break;
+        default:
+            break;
+        }
+    }
+    t->done_sent = 1;
+    t->room->ndone_sent++;
+    if (t->pair.writes) {
+        size_t len;
+        void *m = msg_new_done(ctx->rank, t->room->id, t->nonce, t->bytes, t->puts, &len);
+
+        if (m != NULL) {
+            peer_send_at(ctx, t->peer, m, len, at);
+        }
+    }
+    sender_maybe_succeed(ctx, t->room);
+}
+
+void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root)
+{
+    if (!room_terminal(room)) {
+        room_fail(ctx, room, root, 1);
+    }
+    /* The decode instance's choice replaces this rank's own record, so both
+     * instances report one root cause -- unless this instance had to
+     * conclude without it: an agreed outcome is final. */
+    if (!room->agreed) {
+        room->failure = *root;
+    }
+    room->verdict = 1;
+    sender_conclude_broken(ctx, room);
+}
+
+void sender_conclude_broken(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->broken_at == 0 || room->agreed || !room->user_open) {
+        return;
+    }
+    if (room->decode_agreed) {
+        if (!room_terminal(room)) {
+            room_set_state(ctx, room, KVX_ROOM_SUCCESS);
+        }
+        room->agreed_state = KVX_ROOM_SUCCESS;
+    } else if (room->verdict) {
+        room->agreed_state = KVX_ROOM_FAILED; /* with the decode's root cause */
+    } else if (sender_cut_off(room) ||
+               kvx_now_ns() - room->broken_at > 10 * ctx->cfg.peer_timeout) {
+        kvx_failure_t f = room->failure; /* the break's reason, or the room's own */
+
+        if (!room_terminal(room)) {
+            room_fail(ctx, room, &f, 1);
+        }
+        room->agreed_state = KVX_ROOM_FAILED;
+    } else {
+        return;
+    }
+    room->agreed = 1;
+    stats_room_concluded(ctx, room);
+    kvx_rdebug(room->id, "concluded %s on a broken instance (%s)",
+               kvx_room_state_name(room->agreed_state),
+               room->decode_agreed ? "the decode agreed SUCCESS"
+               : room->verdict     ? "the decode's verdict"
+                                   : "no word from the decode can come");
+}
+
+/* The decode ranks of a room this instance found unheld must learn it even
+ * where the room is SUCCESS or failed already, on either side: the FAIL of
+ * room_fail() goes out only with a new failure, and a decode rank that holds
+ * the room SUCCESS drops a FAIL. A VERDICT from the prefill makes the decode
+ * instance agree FAILED with this record (receiver_on_verdict()) instead of
+ * waiting for pages the rank that lacks the room will never send. A target
+ * without a grant has no incarnation to name: its decode rank hears the FAIL
+ * (protocol_pre_grant_fail()) or has not opened the room. */
+void sender_send_verdict(kvx_ctx_t *ctx, room_t *room)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+        size_t len;
+        void *m;
+
+        if (t->nonce != 0 && (m = msg_new_failure(MSG_VERDICT, ctx->rank, room->id, t->nonce,
+                                                  &room->failure, &len)) != NULL) {
+            peer_send(ctx, t->peer, m, len);
+        }
+    }
+}
+
+void sender_conclude_unheld(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f)
+{
+    if (!room_terminal(room)) {
+        room_fail(ctx, room, f, 1);
+    }
+    /* The decode's verdict, when it came first, is the root cause both
+     * instances report; else this one, replacing a record of this rank. */
+    if (!room->verdict) {
+        room->failure = *f;
+    }
+    if (!room->verdict && !room->decode_agreed) {
+        sender_send_verdict(ctx, room);
+    }
+    room->broken_at = room->broken_at ? room->broken_at : kvx_now_ns();
+    sender_conclude_broken(ctx, room);
+}
+
+void sender_on_agreed(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
+{
+    if (!room->decode_agreed && !room->agreed) {
+        kvx_rdebug(room->id, "%s: the decode instance agreed SUCCESS", peer->name);
+    }
+    room->decode_agreed = 1;
+    sender_conclude_broken(ctx, room);
+}
+
+int sender_cut_off(const room_t *room)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        if (!room->targets[i].peer->lost && !room->targets[i].peer->bye) {
+            return 0;
+        }
+    }
+    return room->ntargets > 0;
+}
+
+int sender_unheard(const kvx_ctx_t *ctx, const room_t *room)
+{
+    /* A decode instance that does not run agreement rounds must not hold
+     * this instance's outcome forever: after 10 peer timeouts without its
+     * word the room concludes FAILED -- a SUCCESS here is not the decode's
+     * (agree_outcome(), agree_silence()) -- and the decode ranks are told
+     * the record (agree_conclude(), sender_send_verdict()). */
+    return kvx_now_ns() - room->entered > 10 * ctx->cfg.peer_timeout;
+}
+
+int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room)
+{
+    if (room->verdict || !room->user_open || room->state != KVX_ROOM_FAILED) {
+        return 1;
+    }
+    /* The decode instance decides: this rank waits for its word (VERDICT,
+     * or AGREED through a TP sibling) even when a decode rank is lost -- the
+     * decode may have agreed SUCCESS before the loss, and its verdict names
+     * the root cause both instances report. A round concludes FAILED without
+     * it only when no prefill rank of the room can hear any decode rank
+     * (agree_outcome()).
+     * A decode instance that does not run agreement rounds must not hold
+     * this instance's outcome forever (sender_unheard()): the room then
+     * concludes FAILED with this rank's record, which the decode ranks are
+     * told (a decode instance that agreed FAILED meanwhile with another
+     * record keeps its own). */
+    return sender_unheard(ctx, room);
+}
+
+void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        if (t->peer == peer && !t->received) {
+            t->received = 1;
+            room->nreceived++;
+            sender_maybe_succeed(ctx, room);
+            return;
+        }
+    }
+    kvx_rwarn(room->id, "ignoring an unexpected RECEIVED from %s", peer->name);
+    ctx->bad_msgs++;
+}
+
+void sender_put_cb(void *request, ucs_status_t status, void *user)
+{
+    target_t *t = user;
+    kvx_ctx_t *ctx = t->peer->ctx;
+
+    t->peer->inflight_ops--;
+    t->peer->inflight_bytes -= kucx_request_len(request);
+    kucx_request_free(request);
+    if (status != UCS_OK) {
+        sender_fail(ctx, t, kucx_status(status), KVX_STAGE_POST, status, "put to");
+    }
+    room_unref(ctx, t->room);
+}
+
+/* Every put to t is remotely complete: the transfer is done, or, when the
+ * room failed meanwhile, the decode's pages are safe from this rank. A flush
+ * that failed confirms nothing: the decode then quarantines the pages. */
+static void sender_flushed(kvx_ctx_t *ctx, target_t *t, ucs_status_t status)
+{
+    t->flushing = 0;
+    if (status != UCS_OK) {
+        sender_fail(ctx, t, kucx_status(status), KVX_STAGE_COMPLETION, status, "flush of puts to");
+    } else if (room_terminal(t->room)) {
+        sender_send_drained(ctx, t);
+    } else {
+        sender_target_done(ctx, t);
+    }
+}
+
+static void sender_flush_cb(void *request, ucs_status_t status, void *user)
+{
+    target_t *t = user;
+    kvx_ctx_t *ctx = t->peer->ctx;
+
+    kucx_request_free(request);
+    sender_flushed(ctx, t, status);
+    room_unref(ctx, t->room);
+}
+
+/* Counts an operation posted to t (KVX_OK: completed at once; KVX_INPROGRESS:
+ * in flight until sender_put_cb). */
+void sender_account(target_t *t, size_t len, kvx_status_t posted)
+{
+    if (posted == KVX_INPROGRESS) {
+        t->peer->inflight_ops++;
+        t->peer->inflight_bytes += len;
+        t->room->refs++;
+    }
+    t->puts++;
+    t->bytes += len;
+    t->room->puts++;
+    t->room->bytes += len;
+}
+
+/* Posts one put; returns 0 when the target must stop (failed). */
+static int sender_put(kvx_ctx_t *ctx, target_t *t, const void *src, size_t len, uint64_t raddr,
+                      ucp_rkey_h rkey, ucp_mem_h memh, kvx_stage_t stage)
+{
+    ucs_status_t ucs;
+    kvx_status_t status = kucx_put(t->peer->ep, t->peer->put_in_host, src, len, memh, raddr, rkey,
+                                   sender_put_cb, t, &ucs);
+
+    if (status != KVX_OK && status != KVX_INPROGRESS) {
+        sender_fail(ctx, t, status, stage, ucs, stage == KVX_STAGE_AUX ? "aux put to" : "put to");
+        return 0;
+    }
+    sender_account(t, len, status);
+    stats_xfer(ctx, KVX_XFER_PUT, len);
+    return 1;
+}
+
+/* Starts a batch over the pages handed over but not yet posted. */
+int sender_next_batch(target_t *t)
+{
+    room_t *room = t->room;
+    size_t n = room->nsrc - t->posted;
+
+    /* t->runs holds a run per page of the room (allocated with the grant):
+     * nothing is allocated here, so nothing can fail half way. */
+    if (n == 0) {
+        return 0;
+    }
+    t->nruns = plan_runs(room->src + t->posted, t->dst + t->posted, n, t->runs);
+    t->batch_end = room->nsrc;
+    t->run = t->layer = t->comp = 0;
+    t->iter_live = 0;
+    t->in_batch = 1;
+    return 1;
+}
+
+/* The next piece of the current batch, advancing (run, component, layer). */
+static int sender_next_piece(kvx_ctx_t *ctx, target_t *t, size_t *so, size_t *doff, size_t *len)
+{
+    for (;;) {
+        if (!t->in_batch && !sender_next_batch(t)) {
+            return 0;
+        }
+        if (t->iter_live && plan_iter_next(&t->iter, so, doff, len)) {
+            return 1;
+        }
+        if (t->iter_live) {
+            t->iter_live = 0;
+            t->run++;
+        }
+        if (t->run == t->nruns) {
+            t->run = 0;
+            if (++t->comp == ctx->my.comps) {
+                t->comp = 0;
+                if (++t->layer == ctx->my.kv.layers) {
+                    t->posted = t->batch_end;
+                    t->in_batch = 0;
+                    continue;
+                }
+            }
+        }
+        plan_iter_init(&t->iter, &t->geom, &t->runs[t->run]);
+        t->iter_live = 1;
+    }
+}
+
+/* Puts the aux row into the decode's slot (before the flush, which then
+ * covers it), or sends it as MSG_AUX to a decode that asked for messages. */
+static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
+{
+    room_t *room = t->room;
+    size_t len = sizeof(msg_aux_header_t) + room->aux_len;
+    msg_aux_header_t h = { room->id, (uint32_t)room->aux_len, (uint32_t)t->nonce };
+    fault_action_t act;
+
+    if (!t->pair.aux_writer || t->aux_slot < 0) {
+        t->aux_posted = 1;
+        return 1;
+    }
+    if (t->aux_row != NULL) {
+        goto send; /* a MSG_AUX that waited for a slot */
+    }
+    switch (fault_at(ctx, KVX_STAGE_AUX, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return 0;
+    case FAULT_DELAY:
+        t->hold_until = kvx_now_ns() + act.delay_ns;
+        return 0; /* sender_tick() pumps again when it is due */
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: the aux row to %s is not put", t->peer->name);
+        t->aux_posted = 1;
+        return 1;
+    default:
+        break;
+    }
+    t->aux_row = malloc(len);
+    if (t->aux_row == NULL) {
+        kvx_failure_t f;
+
+        failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_AUX, NULL,
+                         "no memory for the aux row to %s", t->peer->name);
+        room_fail(ctx, room, &f, 1);
+        return 0;
+    }
+    memcpy(t->aux_row, &h, sizeof(h));
+    if (room->aux_len > 0) {
+        memcpy((char *)t->aux_row + sizeof(h), room->aux, room->aux_len);
+    }
+send:
+    if (t->msgs) {
+        t->aux_posted = pack_send_aux(ctx, t, t->aux_row, len);
+        return t->aux_posted;
+    }
+    t->aux_posted = 1;
+    return sender_put(ctx, t, t->aux_row, len,
+                      t->peer->aux_addr + (uint64_t)t->aux_slot * t->peer->aux_stride,
+                      t->peer->aux_rkey, NULL, KVX_STAGE_AUX);
+}
+
+static void sender_flush(kvx_ctx_t *ctx, target_t *t)
+{
+    ucs_status_t ucs;
+    kvx_status_t status;
+
+    /* Data messages need no flush: the decode counts what arrived, and
+     * drops whatever arrives for a room that failed. */
+    if (t->msgs) {
+        sender_flushed(ctx, t, UCS_OK);
+        return;
+    }
+    t->flushing = 1;
+    status = kucx_flush(t->peer->ep, sender_flush_cb, t, &ucs);
+    if (status == KVX_INPROGRESS) {
+        t->room->refs++;
+        return;
+    }
+    sender_flushed(ctx, t, status == KVX_OK ? UCS_OK : ucs);
+}
+
+void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        if (room->targets[i].peer == peer && !room->targets[i].granted) {
+            room->targets[i].nonce = nonce;
+        }
+    }
+}
+
+void sender_bury(kvx_ctx_t *ctx, const room_t *room)
+{
+    for (unsigned i = 0; room->side == KVX_ROLE_PREFILL && i < room->ntargets; i++) {
+        if (room->targets[i].nonce != 0) {
+            ctx->dead_nonce[ctx->dead_next++ % KVX_DEAD_NONCES] = room->targets[i].nonce;
+        }
+    }
+}
+
+int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *peer, uint64_t nonce)
+{
+    int other = 0;
+
+    if (nonce == 0 || ctx->role != KVX_ROLE_PREFILL) {
+        return 0; /* a FAIL from before the grant names no incarnation */
+    }
+    for (unsigned i = 0; room != NULL && i < room->ntargets; i++) {
+        if (room->targets[i].peer == peer && room->targets[i].nonce != 0) {
+            if (room->targets[i].nonce == nonce) {
+                return 0;
+            }
+            other = 1;
+            break;
+        }
+    }
+    /* Newest first: the usual late message (AGREED, RECEIVED) is about a
+     * room closed a moment ago -- even when the id is open again. */
+    for (unsigned k = 0; k < KVX_DEAD_NONCES && k < ctx->dead_next; k++) {
+        if (ctx->dead_nonce[(ctx->dead_next - 1 - k) % KVX_DEAD_NONCES] == nonce) {
+            return 1;
+        }
+    }
+    return other ? 2 : 0;
+}
+
+void sender_drain(kvx_ctx_t *ctx, room_t *room)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        /* Without its grant nothing was written; the decode room is named
+         * by the nonce its FAIL carried (when it sent one). */
+        if (t->pair.writes && !t->granted && t->nonce != 0) {
+            sender_send_drained(ctx, t);
+            continue;
+        }
+        /* A writer that said DONE has nothing in flight; a flush already
+         * posted says DRAINED when it completes. */
+        if (!t->pair.writes || !t->granted || t->done_sent || t->drained_sent || t->flushing) {
+            continue;
+        }
+        if (t->puts == 0 || t->msgs) {
+            sender_send_drained(ctx, t);
+        } else {
+            sender_flush(ctx, t);
+        }
+    }
+}
+
+void sender_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        if (t->hold_until != 0 && t->hold_until <= now) {
+            t->hold_until = 0;
+            sender_pump(ctx, t);
+        }
+    }
+}
+
+static void sender_queue(peer_t *peer, target_t *t)
+{
+    if (t->pumping) {
+        return;
+    }
+    t->pumping = 1;
+    t->pump_next = NULL;
+    t->room->refs++; /* the queue's reference, dropped by sender_pump_peer() */
+    if (peer->pump_tail != NULL) {
+        peer->pump_tail->pump_next = t;
+    } else {
+        peer->pump_head = t;
+    }
+    peer->pump_tail = t;
+}
+
+/* Posts what flow control allows; finishes the target when all is posted. */
+void sender_pump(kvx_ctx_t *ctx, target_t *t)
+{
+    room_t *room = t->room;
+    const pool_t *pool = &ctx->pool;
+    size_t so, doff, len;
+
+    if (room_terminal(room) || !t->granted || t->done_sent || t->flushing || t->hold_until) {
+        return;
+    }
+    while (t->pair.writes) {
+        unsigned b;
+
+        if (!peer_has_room(ctx, t->peer)) {
+            sender_queue(t->peer, t);
+            return;
+        }
+        if (t->mode != PLAN_DIRECT) {
+            /* pack.c: a packed put, or a data message, per run. */
+            int more = pack_post(ctx, t);
+
+            if (more <= 0) {
+                if (more < 0) {
+                    return;
+                }
+                break;
+            }
+            continue;
+        }
+        if (!sender_next_piece(ctx, t, &so, &doff, &len)) {
+            break;
+        }
+        b = t->layer * ctx->my.comps + t->comp;
+        if (!sender_put(ctx, t, (char *)pool->buf[b] + so, len, t->peer->buf_addr[b] + doff,
+                        t->peer->buf_rkey[b], pool->regions[pool->buf_region[b]].memh,
+                        KVX_STAGE_POST)) {
+            return;
+        }
+    }
+    if (room->nsrc < room->npages_total || !room->started || !pack_quiet(t)) {
+        return;
+    }
+    if (!t->pair.writes) {
+        sender_target_done(ctx, t);
+    } else if (!t->aux_posted && sender_put_aux(ctx, t)) {
+        sender_flush(ctx, t);
+    }
+}
+
+void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer)
+{
+    room_t *room;
+
+    while (peer->pump_head != NULL && peer_has_room(ctx, peer)) {
+        target_t *t = peer->pump_head;
+
+        peer->pump_head = t->pump_next;
+        if (peer->pump_head == NULL) {
+            peer->pump_tail = NULL;
+        }
+        t->pumping = 0;
+        /* The queue's reference keeps a closed room alive until t pumped. */
+        room = t->room;
+        sender_pump(ctx, t);
+        room_unref(ctx, room);
+    }
+}
+
+unsigned sender_pump_peers(kvx_ctx_t *ctx)
+{
+    for (int i = 0; i < ctx->npeers; i++) {
+        if (ctx->peers[i].pump_head != NULL) {
+            sender_pump_peer(ctx, &ctx->peers[i]);
+        }
+    }
+    return 0;
+}
+
+/* Fault injection at the post stage: the chunk is accepted, then the room
+ * fails (or its puts wait) as a transport failure would make it. */
+static void sender_post_fault(kvx_ctx_t *ctx, room_t *room)
+{
+    fault_action_t act;
+
+    switch (fault_at(ctx, KVX_STAGE_POST, room, &act)) {
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        break;
+    case FAULT_DELAY:
+        for (unsigned i = 0; i < room->ntargets; i++) {
+            room->targets[i].hold_until = kvx_now_ns() + act.delay_ns;
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+static void sender_pump_all(kvx_ctx_t *ctx, room_t *room)
+{
+    for (unsigned t = 0; t < room->ntargets && !room_terminal(room); t++) {
+        sender_pump(ctx, &room->targets[t]);
+    }
+}
+
+kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
+                          const void *aux, size_t aux_len, kvx_failure_t *why)
+{
+    int last = room->nsrc + n == room->npages_total;
+
+    if (room_terminal(room) || room->nsrc == room->npages_total) {
+        failure_set_room(why, room->id, KVX_ERR_STATE, KVX_STAGE_POST, NULL,
+                         "room is %s with %zu of %zu pages handed over: no more chunks",
+                         kvx_room_state_name(room->state), room->nsrc, room->npages_total);
+        return KVX_ERR_STATE;
+    }
+    if (n > room->npages_total - room->nsrc) {
+        failure_set_room(why, room->id, KVX_ERR_TOO_MANY_PAGES, KVX_STAGE_POST, NULL,
+                         "chunk of %zu pages after %zu: the room announced %zu", n, room->nsrc,
+                         room->npages_total);
+        return KVX_ERR_TOO_MANY_PAGES;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (pages[i] >= ctx->num_pages) {
+            failure_set_room(why, room->id, KVX_ERR_PAGE_RANGE, KVX_STAGE_POST, NULL,
+                             "source page %u (chunk index %zu) is outside the pool of %zu pages",
+                             pages[i], i, ctx->num_pages);
+            return KVX_ERR_PAGE_RANGE;
+        }
+    }
+    if (aux_len > 0 && aux == NULL) {
+        failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_AUX, NULL,
+                         "aux is NULL but aux_len is %zu", aux_len);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if ((aux_len > 0 && !last) || aux_len > ctx->aux_item_size) {
+        failure_set_room(why, room->id, KVX_ERR_AUX, KVX_STAGE_AUX, NULL,
+                         "aux of %zu bytes %s (aux_item_size=%zu)", aux_len,
+                         last ? "does not fit" : "on a chunk that is not the last",
+                         ctx->aux_item_size);
+        return KVX_ERR_AUX;
+    }
+    if (last && aux_len > 0) {
+        room->aux = malloc(aux_len);
+        if (room->aux == NULL) {
+            return KVX_ERR_NO_MEMORY;
+        }
+        memcpy(room->aux, aux, aux_len);
+        room->aux_len = aux_len;
+    }
+    memcpy(room->src + room->nsrc, pages, n * sizeof(uint32_t));
+    room->nsrc += n;
+    sender_post_fault(ctx, room);
+    sender_maybe_start(ctx, room);
+    sender_pump_all(ctx, room);
+    return KVX_OK;
+}
+
+/* Checks a grant against this room and the decode's pool before any page
+ * of it is used: a peer writes only where its room was granted. */
+static int sender_check_grant(kvx_ctx_t *ctx, target_t *t, const msg_t *m, const uint32_t *dst,
+                              kvx_failure_t *f)
+{
+    room_t *room = t->room;
+    const msg_prealloc_t *p = &m->u.prealloc;
+
+    if ((p->writes != MSG_WRITES_NONE) != t->pair.writes) {
+        failure_set_room(f, room->id, KVX_ERR_PROTOCOL, KVX_STAGE_PREALLOC, NULL,
+                         "%s granted as %s, but the plan says it %s", t->peer->name,
+                         p->writes ? "a writer" : "control only",
+                         t->pair.writes ? "writes" : "does not write");
+        return 0;
+    }
+    if (p->npages != room->npages_total) {
+        failure_set_room(f, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_PREALLOC, NULL,
+                         "%s granted %u pages but the prefill announced %zu", t->peer->name,
+                         p->npages, room->npages_total);
+        return 0;
+    }
+    for (uint32_t i = 0; i < p->npages && t->pair.writes; i++) {
+        if (dst[i] >= t->peer->num_pages) {
+            failure_set_room(f, room->id, KVX_ERR_PAGE_RANGE, KVX_STAGE_PREALLOC, NULL,
+                             "%s granted page %u, outside its pool of %zu pages", t->peer->name,
+                             dst[i], t->peer->num_pages);
+            return 0;
+        }
+    }
+    if (p->aux_slot >= 0 && (!t->pair.aux_writer || (uint64_t)p->aux_slot >= t->peer->aux_slots)) {
+        failure_set_room(f, room->id, KVX_ERR_AUX, KVX_STAGE_PREALLOC, NULL,
+                         "%s granted aux slot %lld (it has %zu slots; aux writer: %s)",
+                         t->peer->name, (long long)p->aux_slot, t->peer->aux_slots,
+                         t->pair.aux_writer ? "yes" : "no");
+        return 0;
+    }
+    return 1;
+}
+
+/* Fault injection when a grant arrives; returns 1 when it is not to be used. */
+static int sender_prealloc_fault(kvx_ctx_t *ctx, room_t *room, target_t *t)
+{
+    fault_action_t act;
+
+    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room, &act)) {
+    case FAULT_FAIL:
+        t->granted = 1;
+        room->ngranted++;
+        room_fail(ctx, room, &act.failure, 1);
+        return 1;
+    case FAULT_DROP:
+        kvx_rwarn(room->id, "injected: the grant of %s is ignored", t->peer->name);
+        return 1;
+    case FAULT_DELAY:
+        for (unsigned i = 0; i < room->ntargets; i++) {
+            room->targets[i].hold_until = kvx_now_ns() + act.delay_ns;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
+{
+    target_t *t = NULL;
+    kvx_failure_t f;
+
+    for (unsigned i = 0; i < room->ntargets && t == NULL; i++) {
+        t = room->targets[i].peer == peer ? &room->targets[i] : NULL;
+    }
+    if (t == NULL || t->granted) {
+        kvx_rwarn(room->id, "ignoring %s PREALLOC from %s",
+                  t == NULL ? "an unexpected" : "a second", peer->name);
+        ctx->bad_msgs++;
+        return;
+    }
+    t->nonce = m->hdr.nonce;
+    if (room_terminal(room)) {
+        /* The room failed before the grant came: the FAIL sent then could
+         * not name this decode room's incarnation; say it again, and that
+         * nothing was or will be written. */
+        size_t len;
+        void *fail = msg_new_fail(ctx->rank, room->id, t->nonce, &room->failure, &len);
+
+        t->granted = 1;
+        room->ngranted++;
+        if (fail != NULL) {
+            peer_send(ctx, peer, fail, len);
+        }
+        if (t->pair.writes) {
+            sender_send_drained(ctx, t);
+        }
+        return;
+    }
+    if (sender_prealloc_fault(ctx, room, t)) {
+        return;
+    }
+    t->dst = malloc((size_t)m->u.prealloc.npages * sizeof(uint32_t));
+    t->runs = malloc((size_t)m->u.prealloc.npages * sizeof(plan_run_t));
+    if (t->dst == NULL || t->runs == NULL) {
+        failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_PREALLOC, NULL,
+                         "no memory for the grant of %s", peer->name);
+        room_fail(ctx, room, &f, 1);
+        return;
+    }
+    /* Page ids only travel in a writer's grant: a control-only grant to a
+     * rank the plan makes write carries none (sender_check_grant refuses it). */
+    if (t->pair.writes && m->u.prealloc.writes != MSG_WRITES_NONE) {
+        memcpy(t->dst, m->pages, (size_t)m->u.prealloc.npages * sizeof(uint32_t));
+    }
+    t->granted = 1;
+    room->ngranted++;
+    if (!sender_check_grant(ctx, t, m, t->dst, &f) ||
+        (m->u.prealloc.writes == MSG_WRITES_MESSAGES && pack_use_messages(ctx, t, &f) != KVX_OK)) {
+        room_fail(ctx, room, &f, 1);
+        return;
+    }
+    t->aux_slot = m->u.prealloc.aux_slot;
+    sender_send(ctx, t, MSG_ACCEPT);
+    if (room->ngranted == room->ntargets) {
+        room_set_state(ctx, room, KVX_ROOM_WAITING_FOR_INPUT);
+    }
+    sender_maybe_start(ctx, room);
+    sender_pump_all(ctx, room);
+}

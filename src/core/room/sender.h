@@ -1,0 +1,113 @@
+/*
+ * sender.h - the prefill side of a room: one target per decode rank it writes to.
+ */
+#ifndef KVX_CORE_SENDER_H
+#define KVX_CORE_SENDER_H
+
+#include <kvx.h>
+
+#include "core/base/msg.h"
+#include "core/base/plan.h"
+#include "core/link/peer.h"
+#include "core/room/room.h"
+#include "ucx/kvx_ucx.h"
+
+/* Sender side: one decode rank a prefill room talks to. */
+typedef struct target {
+    struct room *room;
+    peer_t *peer;
+    plan_pair_t pair;
+    plan_geom_t geom;
+    int granted;    /* its PREALLOC arrived */
+    uint64_t nonce; /* the decode room's incarnation, from its PREALLOC */
+    uint32_t *dst;  /* granted destination pages */
+    int64_t aux_slot;
+    /* Posting cursor over pages [batch_start, batch_end). */
+    size_t posted; /* pages whose puts are all posted */
+    size_t batch_end;
+    plan_run_t *runs;
+    size_t nruns, run;
+    unsigned layer, comp;
+    plan_iter_t iter;
+    int iter_live;
+    int in_batch, aux_posted, flushing, done_sent;
+    int received;        /* the decode rank reported the room SUCCESS */
+    int drained_sent;    /* DRAINED told the decode nothing is in flight */
+    uint64_t hold_until; /* injected delay: post nothing before (ns) */
+    void *aux_row;       /* header + payload put into the decode's aux slot */
+    uint64_t puts, bytes;
+    struct target *pump_next;
+    int pumping; /* queued on peer->pump_* */
+    /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
+    plan_mode_t mode;
+    int msgs;               /* the decode asked for data messages only (mode is UNPACK) */
+    uint32_t pack_page;     /* pages of the current run posted */
+    size_t pack_pos;        /* position of the current run in the room's pages */
+    unsigned pack_inflight; /* data messages still reading the source pages */
+    int pack_waiting;       /* queued on ctx->pack_wait_* */
+    struct target *pack_next;
+} target_t;
+
+kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total);
+kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
+                          const void *aux, size_t aux_len, kvx_failure_t *why);
+void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
+/* The decode instance agreed the room FAILED with this root cause. */
+void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root);
+/* The decode instance agreed the room SUCCESS (AGREED from peer). */
+void sender_on_agreed(kvx_ctx_t *ctx, room_t *room, const peer_t *peer);
+/* Has the room waited 10 peer timeouts in its state (a delivered room: for
+ * the decode's word)? */
+int sender_unheard(const kvx_ctx_t *ctx, const room_t *room);
+/* May this prefill rank count its failed room as FAILED in its instance's
+ * agreement (it holds the decode's verdict, or cannot get one)? */
+int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room);
+/* Can no decode rank of the room tell this prefill rank the decode
+ * instance's outcome any more (every one it talks to lost or gone)? */
+int sender_cut_off(const room_t *room);
+/* A room of a broken prefill instance (no round can run): concludes it
+ * once the decode's word came (AGREED, VERDICT), or none can come. */
+void sender_conclude_broken(kvx_ctx_t *ctx, room_t *room);
+/* A room some TP rank of this prefill instance does not hold (f says which
+ * one, agree_conclude_unheld()): fails here, tells the decode ranks and
+ * concludes with the decode instance's word, like a broken instance's room. */
+void sender_conclude_unheld(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f);
+/* Tells every decode rank of the room that granted it this rank's record
+ * (MSG_VERDICT from the prefill): this instance concluded, or will conclude,
+ * the room FAILED without the decode's word (receiver_on_verdict()). */
+void sender_send_verdict(kvx_ctx_t *ctx, room_t *room);
+/* Every decode rank of the room has all of this rank's pages (DONE sent):
+ * from here on the decode instance decides the room, not this rank. */
+static inline int sender_delivered(const room_t *room)
+{
+    return room->side == KVX_ROLE_PREFILL && room->ntargets > 0 &&
+           room->ndone_sent == room->ntargets;
+}
+/* A decode rank's FAIL names its room's incarnation before any grant did. */
+void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce);
+/* Prefill: the room is going away; its decode incarnations become dead. */
+void sender_bury(kvx_ctx_t *ctx, const room_t *room);
+/* Prefill: is a decode rank's message (nonce) about another incarnation
+ * of the room id than the open room (room, or NULL) knows? 0: no; 1: one of
+ * a room this rank closed; 2: not the one the open room was granted by. */
+int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *peer, uint64_t nonce);
+/* The room failed: stop posting, and once nothing is in flight to a decode
+ * rank tell it DRAINED (so it may reuse the pages). */
+void sender_drain(kvx_ctx_t *ctx, room_t *room);
+/* Resumes targets held by an injected delay (progress tick). */
+void sender_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
+/* Posts what flow control allows for every target queued on peer. */
+void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
+/* The same for every peer with targets queued (a progress poller; counts
+ * no work, as the pump never did). */
+unsigned sender_pump_peers(kvx_ctx_t *ctx);
+/* For pack.c: */
+void sender_pump(kvx_ctx_t *ctx, target_t *t);
+int sender_next_batch(target_t *t);
+void sender_account(target_t *t, size_t len, kvx_status_t posted);
+void sender_put_cb(void *request, ucs_status_t status, void *user);
+void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
+                 ucs_status_t ucs, const char *what);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * unpack.h - data messages, the receiver side.
+ */
+#ifndef KVX_CORE_UNPACK_H
+#define KVX_CORE_UNPACK_H
+
+#include <kvx.h>
+
+#include "core/base/staging.h"
+#include "core/room/receiver.h"
+#include "core/room/room.h"
+#include "ucx/kvx_ucx.h"
+
+#include <stddef.h>
+
+ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                          size_t length, const ucp_am_recv_param_t *param);
+/* Every byte the source sends to be unpacked here was unpacked. */
+int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s);
+/* Lands data that waited for a slot; returns work done. */
+unsigned unpack_progress(kvx_ctx_t *ctx);
+/* Drops waiting data and waits for data being received (destroy). */
+void unpack_cleanup(kvx_ctx_t *ctx);
+/* The open decode room and writing source of the data message whose header
+ * and data a slot holds, checked against the room; NULL when it must be
+ * dropped (the room failed if the message could not be of it). */
+source_t *unpack_slot_source(kvx_ctx_t *ctx, const staging_slot_t *slot, msg_t *m, room_t **room_p);
+/* Counts len bytes of s unpacked (and completes s when they were its last). */
+void unpack_count(kvx_ctx_t *ctx, room_t *room, source_t *s, size_t len);
+
+#endif
