@@ -53,6 +53,14 @@
  *            instance, running rounds later, agrees FAILED with that record.
  *            Before, the prefill concluded SUCCESS alone and the decode too,
  *            though it was never asked.
+ *   gone     (prefill:1x2,decode:1x1, one KV head, KVX_SHUTDOWN_TIMEOUT=2s)
+ *            prefill tp1 holds a replica of the head and writes nothing; it
+ *            opens room 1201 only after the decode agreed it SUCCESS and
+ *            destroyed its context. Its chunk is taken and both prefill ranks
+ *            agree SUCCESS, the decode's outcome. Before, the late open failed
+ *            the room at once ("decode[0].tp0 (rank 2) is shutting down"),
+ *            though the decode's AGREED was kept for it, and the prefill
+ *            instance agreed FAILED a room the decode had agreed SUCCESS.
  *
  * By hand, from build/:  mpi_tests/run-mpi.sh ../mpi_tests/cases/tp_skew.mpi
  */
@@ -65,19 +73,24 @@ int tl_rank, tl_failures;
 
 static tl_job_t J;
 
-static void start(size_t num_pages)
+static void start_heads(size_t num_pages, unsigned kv_heads)
 {
     kvx_ctx_params_t p;
 
     kvx_ctx_params_init(&p);
     p.kv.layers = 2;
     p.kv.page_size = 4;
-    p.kv.kv_heads = 2;
+    p.kv.kv_heads = kv_heads;
     p.kv.head_dim = 16;
     p.num_pages = num_pages;
     p.aux_slots = 8;
     p.aux_item_size = 16;
     tl_job_start(&J, &p);
+}
+
+static void start(size_t num_pages)
+{
+    start_heads(num_pages, 2);
 }
 
 static int decode(void)
@@ -686,6 +699,59 @@ static void mode_silent(void)
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* ---- gone --------------------------------------------------------------- */
+
+static void mode_gone(void)
+{
+    uint32_t pages[] = { 0, 1 };
+    uint64_t id = 1201;
+    kvx_agreed_t out[1];
+    kvx_room_info_t info;
+    kvx_room_state_t st;
+    double limit = 20 * tl_timeout_scale();
+    char line[512];
+    int late;
+
+    start_heads(64, 1);
+    late = !decode() && J.id.tp_rank == 1;
+    if (decode()) {
+        kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 1); /* overwritten by the transfer */
+        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "open 1201");
+        TL_CHECK(tl_agree_all(J.ctx, &id, 1, out, limit) && out[0].state == KVX_ROOM_SUCCESS,
+                 "decode agreed %s", kvx_room_state_name(out[0].state));
+        TL_CHECK(kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 0) == 0, "1201: bytes differ");
+        close_room(id, 10);
+        /* Says goodbye to the prefill ranks, then waits KVX_SHUTDOWN_TIMEOUT
+         * for theirs, which come only at the end. */
+        kvx_ctx_destroy(J.ctx);
+        J.ctx = NULL;
+    } else if (!late) {
+        kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 1);
+        send_room(id, 2, NULL, 0);
+        st = tl_wait_state(J.ctx, id, KVX_ROOM_SUCCESS, limit);
+        TL_CHECK(st == KVX_ROOM_SUCCESS, "room 1201 is %s on tp0", kvx_room_state_name(st));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (decode()) {
+        return;
+    }
+    if (late) {
+        TL_CHECK(kvx_room_send_open(J.ctx, id, 0, 2) == KVX_OK, "late send_open 1201");
+        TL_CHECK(kvx_room_send_chunk(J.ctx, id, pages, 2, NULL, 0) == KVX_OK,
+                 "late send_chunk 1201: %s", tl_failure_line(J.ctx, id, line, sizeof(line)));
+    }
+    TL_CHECK(tl_agree_all(J.ctx, &id, 1, out, limit) && out[0].state == KVX_ROOM_SUCCESS,
+             "prefill tp%d agreed %s: %s", J.id.tp_rank, kvx_room_state_name(out[0].state),
+             tl_failure_line(J.ctx, id, line, sizeof(line)));
+    /* What a scheduler that polls the room's own state reads, too. */
+    st = tl_wait_state(J.ctx, id, KVX_ROOM_SUCCESS, limit);
+    TL_CHECK(st == KVX_ROOM_SUCCESS, "room 1201 is %s on tp%d", kvx_room_state_name(st),
+             J.id.tp_rank);
+    TL_CHECK(kvx_room_info(J.ctx, id, &info) == KVX_OK && (!late || info.puts == 0),
+             "prefill tp1 made %llu puts: it should hold a replica", (unsigned long long)info.puts);
+    close_room(id, 10);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -709,15 +775,19 @@ int main(int argc, char **argv)
         mode_unheld_prefill();
     } else if (strcmp(mode, "silent") == 0) {
         mode_silent();
+    } else if (strcmp(mode, "gone") == 0) {
+        mode_gone();
     } else {
         if (tl_rank == 0) {
             fprintf(stderr,
-                    "usage: t_tp pages|reasons|skew|reuse|aux|unheld|unheld_prefill|silent\n");
+                    "usage: t_tp pages|reasons|skew|reuse|aux|unheld|unheld_prefill|silent|gone\n");
         }
         MPI_Finalize();
         return 2;
     }
-    kvx_ctx_destroy(J.ctx);
+    if (J.ctx != NULL) {
+        kvx_ctx_destroy(J.ctx);
+    }
     MPI_Allreduce(&tl_failures, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (tl_rank == 0) {
         printf("t_tp %s: %s (%d failed checks)\n", mode, bad ? "FAIL" : "ok", bad);
