@@ -55,12 +55,14 @@
  *            though it was never asked.
  *   gone     (prefill:1x2,decode:1x1, one KV head, KVX_SHUTDOWN_TIMEOUT=2s)
  *            prefill tp1 holds a replica of the head and writes nothing; it
- *            opens room 1201 only after the decode agreed it SUCCESS and
- *            destroyed its context. Its chunk is taken and both prefill ranks
- *            agree SUCCESS, the decode's outcome. Before, the late open failed
- *            the room at once ("decode[0].tp0 (rank 2) is shutting down"),
- *            though the decode's AGREED was kept for it, and the prefill
- *            instance agreed FAILED a room the decode had agreed SUCCESS.
+ *            opens rooms 1201 and 1202 only after the decode had them SUCCESS
+ *            (1201 agreed, 1202 only locally: its RECEIVED is all the prefill
+ *            hears) and destroyed its context. Its chunks are taken, both
+ *            rooms are SUCCESS on tp1, and both prefill ranks agree SUCCESS.
+ *            Before, the late open failed the room at once ("decode[0].tp0
+ *            (rank 2) is shutting down"), though the decode's AGREED or
+ *            RECEIVED was kept for it: the prefill instance agreed FAILED a
+ *            room the decode had SUCCESS (CI: tp_gqa_4to2).
  *
  * By hand, from build/:  mpi_tests/run-mpi.sh ../mpi_tests/cases/tp_skew.mpi
  */
@@ -703,9 +705,9 @@ static void mode_silent(void)
 
 static void mode_gone(void)
 {
-    uint32_t pages[] = { 0, 1 };
-    uint64_t id = 1201;
-    kvx_agreed_t out[1];
+    uint32_t pages[] = { 0, 1 }, pages2[] = { 2, 3 };
+    uint64_t ids[] = { 1201, 1202 };
+    kvx_agreed_t out[2];
     kvx_room_info_t info;
     kvx_room_state_t st;
     double limit = 20 * tl_timeout_scale();
@@ -715,41 +717,61 @@ static void mode_gone(void)
     start_heads(64, 1);
     late = !decode() && J.id.tp_rank == 1;
     if (decode()) {
-        kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 1); /* overwritten by the transfer */
-        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "open 1201");
-        TL_CHECK(tl_agree_all(J.ctx, &id, 1, out, limit) && out[0].state == KVX_ROOM_SUCCESS,
+        /* overwritten by the transfers */
+        kvp_pages(&J.g, J.bufs, J.comps, ids[0], pages, 2, 0, 1);
+        kvp_pages(&J.g, J.bufs, J.comps, ids[1], pages2, 2, 0, 1);
+        TL_CHECK(kvx_room_recv_open(J.ctx, ids[0], 0, pages, 2, -1) == KVX_OK, "open 1201");
+        TL_CHECK(tl_agree_all(J.ctx, ids, 1, out, limit) && out[0].state == KVX_ROOM_SUCCESS,
                  "decode agreed %s", kvx_room_state_name(out[0].state));
-        TL_CHECK(kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 0) == 0, "1201: bytes differ");
-        close_room(id, 10);
+        /* 1202, opened after the last round, is never agreed here: only its
+         * RECEIVED reaches the prefill. */
+        TL_CHECK(kvx_room_recv_open(J.ctx, ids[1], 0, pages2, 2, -1) == KVX_OK, "open 1202");
+        st = tl_wait_state(J.ctx, ids[1], KVX_ROOM_SUCCESS, limit);
+        TL_CHECK(st == KVX_ROOM_SUCCESS, "room 1202 is %s on the decode", kvx_room_state_name(st));
+        TL_CHECK(kvp_pages(&J.g, J.bufs, J.comps, ids[0], pages, 2, 0, 0) == 0, "1201: bytes");
+        TL_CHECK(kvp_pages(&J.g, J.bufs, J.comps, ids[1], pages2, 2, 0, 0) == 0, "1202: bytes");
         /* Says goodbye to the prefill ranks, then waits KVX_SHUTDOWN_TIMEOUT
          * for theirs, which come only at the end. */
         kvx_ctx_destroy(J.ctx);
         J.ctx = NULL;
     } else if (!late) {
-        kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 1);
-        send_room(id, 2, NULL, 0);
-        st = tl_wait_state(J.ctx, id, KVX_ROOM_SUCCESS, limit);
-        TL_CHECK(st == KVX_ROOM_SUCCESS, "room 1201 is %s on tp0", kvx_room_state_name(st));
+        kvp_pages(&J.g, J.bufs, J.comps, ids[0], pages, 2, 0, 1);
+        kvp_pages(&J.g, J.bufs, J.comps, ids[1], pages2, 2, 0, 1);
+        send_room(ids[0], 2, NULL, 0); /* from pages 0, 1 */
+        TL_CHECK(kvx_room_send_open(J.ctx, ids[1], 0, 2) == KVX_OK, "send_open 1202");
+        TL_CHECK(kvx_room_send_chunk(J.ctx, ids[1], pages2, 2, NULL, 0) == KVX_OK,
+                 "send_chunk 1202");
+        for (int i = 0; i < 2; i++) {
+            st = tl_wait_state(J.ctx, ids[i], KVX_ROOM_SUCCESS, limit);
+            TL_CHECK(st == KVX_ROOM_SUCCESS, "room %llu is %s on tp0", (unsigned long long)ids[i],
+                     kvx_room_state_name(st));
+        }
     }
     MPI_Barrier(MPI_COMM_WORLD);
     if (decode()) {
         return;
     }
-    if (late) {
-        TL_CHECK(kvx_room_send_open(J.ctx, id, 0, 2) == KVX_OK, "late send_open 1201");
-        TL_CHECK(kvx_room_send_chunk(J.ctx, id, pages, 2, NULL, 0) == KVX_OK,
-                 "late send_chunk 1201: %s", tl_failure_line(J.ctx, id, line, sizeof(line)));
+    for (int i = 0; late && i < 2; i++) {
+        TL_CHECK(kvx_room_send_open(J.ctx, ids[i], 0, 2) == KVX_OK, "late send_open %llu",
+                 (unsigned long long)ids[i]);
+        TL_CHECK(kvx_room_send_chunk(J.ctx, ids[i], i ? pages2 : pages, 2, NULL, 0) == KVX_OK,
+                 "late send_chunk %llu: %s", (unsigned long long)ids[i],
+                 tl_failure_line(J.ctx, ids[i], line, sizeof(line)));
     }
-    TL_CHECK(tl_agree_all(J.ctx, &id, 1, out, limit) && out[0].state == KVX_ROOM_SUCCESS,
-             "prefill tp%d agreed %s: %s", J.id.tp_rank, kvx_room_state_name(out[0].state),
-             tl_failure_line(J.ctx, id, line, sizeof(line)));
     /* What a scheduler that polls the room's own state reads, too. */
-    st = tl_wait_state(J.ctx, id, KVX_ROOM_SUCCESS, limit);
-    TL_CHECK(st == KVX_ROOM_SUCCESS, "room 1201 is %s on tp%d", kvx_room_state_name(st),
-             J.id.tp_rank);
-    TL_CHECK(kvx_room_info(J.ctx, id, &info) == KVX_OK && (!late || info.puts == 0),
+    for (int i = 0; i < 2; i++) {
+        st = tl_wait_state(J.ctx, ids[i], KVX_ROOM_SUCCESS, limit);
+        TL_CHECK(st == KVX_ROOM_SUCCESS, "room %llu is %s on tp%d", (unsigned long long)ids[i],
+                 kvx_room_state_name(st), J.id.tp_rank);
+    }
+    TL_CHECK(tl_agree_all(J.ctx, ids, 2, out, limit) && out[0].state == KVX_ROOM_SUCCESS &&
+                 out[1].state == KVX_ROOM_SUCCESS,
+             "prefill tp%d agreed %s, %s: %s", J.id.tp_rank, kvx_room_state_name(out[0].state),
+             kvx_room_state_name(out[1].state), tl_failure_line(J.ctx, ids[0], line, sizeof(line)));
+    TL_CHECK(kvx_room_info(J.ctx, ids[0], &info) == KVX_OK && (!late || info.puts == 0),
              "prefill tp1 made %llu puts: it should hold a replica", (unsigned long long)info.puts);
-    close_room(id, 10);
+    close_room(ids[0], 10);
+    close_room(ids[1], 10);
 }
 
 int main(int argc, char **argv)

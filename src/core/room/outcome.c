@@ -117,13 +117,17 @@ void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer)
     }
 }
 
+static int peer_owes(const room_t *room, const peer_t *peer);
+
 /* A peer that said goodbye (its context is being destroyed) will never
- * answer the room: it fails now, not at its bootstrap deadline. */
+ * answer the room: if the room still waits for it, it fails now, not at its
+ * bootstrap deadline. One whose part is done may have left (a decode rank's
+ * RECEIVED kept for a prefill rank that writes nothing and opens late). */
 void peer_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
 {
     kvx_failure_t f;
 
-    if (peer->bye && !room_terminal(room)) {
+    if (peer->bye && !room_terminal(room) && peer_owes(room, peer)) {
         failure_set_room(&f, room->id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
                          "%s is shutting down: its context is being destroyed", peer->name);
         room_fail(ctx, room, &f, 1);

@@ -18,7 +18,8 @@ void peer_break_if_broken(kvx_ctx_t *ctx, room_t *room);
 void peer_break_tp(kvx_ctx_t *ctx, const kvx_failure_t *f, int tell);
 /* A room opened with a peer already lost fails at once, with the loss. */
 void peer_fail_if_lost(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
-/* Fails the room if the peer said goodbye (KVX_ERR_SHUTDOWN). */
+/* Fails the room if the peer said goodbye (KVX_ERR_SHUTDOWN) and the room
+ * still waits for it. */
 void peer_fail_if_gone(kvx_ctx_t *ctx, room_t *room, const peer_t *peer);
 /* A goodbye heard: the rooms the peer had a part in fail now. */
 void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer);
