@@ -119,7 +119,8 @@ extern "C" {
     X(ERR_UNSUPPORTED, -25, "not supported")                                 \
     X(ERR_IO, -26, "I/O error")                                              \
     X(ERR_INTERNAL, -27, "internal error")                                   \
-    X(ERR_OUT_OF_STEP, -28, "TP ranks of an instance out of step")
+    X(ERR_OUT_OF_STEP, -28, "TP ranks of an instance out of step")           \
+    X(ERR_CORRUPT, -29, "KV data landed different from what was sent")
 
 typedef enum kvx_status {
 #define KVX_STATUS_ENUM_(name, value, msg) KVX_##name = value,
@@ -170,6 +171,7 @@ KVX_API const char *kvx_room_state_name(kvx_room_state_t state);
     X(POST, "post")             \
     X(AUX, "aux")               \
     X(COMPLETION, "completion") \
+    X(VERIFY, "verify")         \
     X(TRANSFER, "transfer")     \
     X(NOTIFY, "notify")         \
     X(AGREE, "agree")           \
@@ -352,6 +354,34 @@ typedef enum kvx_page_layout {
 typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
 
 /**
+ * Whether a decode rank checks the KV that landed against what the writer
+ * sent (kvx_ctx_params_t.verify; the KVX_VERIFY variable, off by default).
+ * The writer digests (XXH3) each unit it wrote -- one (layer, component) of
+ * a run of consecutive decode pages, at most 64 pages -- row by row, keyed
+ * by logical coordinates (room, layer, component, position of the page in
+ * the room, head, token), and sends the digests with its DONE; the decode
+ * rank digests what landed in its own pool the same way before the room may
+ * be SUCCESS. Page ids, pool strides and TP slices may differ between the
+ * two sides. A mismatch fails the room on every rank of both instances with
+ * KVX_ERR_CORRUPT at stage verify, origin the decode rank that saw it:
+ * "layer 17 V pages 120-127 from prefill[0].tp0 (rank 0) do not match what
+ * was sent". The decode rank's setting decides, and its grant tells the
+ * writer.
+ *  - SAMPLE: a deterministic 1 in KVX_VERIFY_SAMPLE of the units of each
+ *    writer of a room (at least one), and always the aux row;
+ *  - FULL: every unit and the aux row.
+ * Host pools only: a CUDA pool (or the staged path) is not digested yet; a
+ * room whose writer could not digest is not checked (kvx_ctx_stats()
+ * counts it). Cost: docs/perf (kvx-bench put and pages, --verify).
+ */
+typedef enum kvx_verify {
+    KVX_VERIFY_DEFAULT = 0, /**< as the KVX_VERIFY variable says (off by default) */
+    KVX_VERIFY_OFF,
+    KVX_VERIFY_SAMPLE,
+    KVX_VERIFY_FULL
+} kvx_verify_t;
+
+/**
  * How a context moves pages, chosen at creation for the whole job and the
  * same on every rank (kvx_ctx_mem_path(); KVX_MEM_PATH forces one).
  *
@@ -432,6 +462,9 @@ typedef struct kvx_ctx_params {
      *  instances may use another stride). Otherwise creation fails with
      *  KVX_ERR_INVALID_PARAM and the reason. */
     size_t page_stride;
+    /** Whether this rank checks what lands in its pool (decode ranks;
+     *  kvx_verify_t). KVX_VERIFY_DEFAULT: the KVX_VERIFY variable. */
+    kvx_verify_t verify;
 } kvx_ctx_params_t;
 
 /** Sets every field of params to its default (no pages, HND, bf16, host). */

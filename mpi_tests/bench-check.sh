@@ -23,6 +23,7 @@ pages) keys="scatter_pct gbps puts_per_room ratio" ;;
 hetero) keys="layout gbps ratio" ;;
 agree) keys="rooms tp failed_pct kvx_us allreduce_us ratio" ;;
 fault) keys="kind ms" ;;
+verify) keys="bytes pages off_gbps sample_gbps full_gbps sample_over_off full_over_off" ;;
 *) fail "unknown subcommand" ;;
 esac
 rows=$(jq '[.rows[] | select(.check == "OK")] | length' "$f")

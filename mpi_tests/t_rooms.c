@@ -20,6 +20,16 @@
  * a CUDA device every rank exits 77 (skip) with the reason. --expect-path
  * checks the memory path the job agreed on.
  *
+ * --corrupt: the case makes every decode rank flip a byte of each room
+ * after it landed (KVX_FAULT=stage=verify,role=decode,effect=corrupt) and
+ * sets KVX_VERIFY. Each wave is then agreed, and every room must end agreed
+ * FAILED with KVX_ERR_CORRUPT at stage verify, origin a decode rank of the
+ * room, on every rank of both instances -- every room with KVX_VERIFY=full;
+ * with sample, as many as the rate says (within 4 standard deviations of
+ * the expectation computed from each room's units), and each room agreed
+ * SUCCESS must show the flipped bytes on every decode rank. Failed rooms must
+ * close within 20 s (their pages released, not quarantined).
+ *
  * KVXT_ROOMS_MAX, when set, caps --rooms (tests/sanitize.sh sets it: a
  * sanitized rank is 5-50 times slower, and what a sanitizer finds lies in
  * the paths, which a few waves of rooms walk as well as many).
@@ -30,12 +40,13 @@
  *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head[,...]]
  *                [--contiguous] [--no-verify] [--seed S]
  *                [--mem host|cuda] [--cuda-ranks LO:HI] [--cuda-pool kvx|buffers|slab]
- *                [--expect-path direct|staged]
+ *                [--expect-path direct|staged] [--corrupt]
  * (the job layout comes from KVX_LAYOUT)
  */
 #include <kvx.h>
 
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +62,7 @@ typedef struct opts {
     kvx_kv_layout_t kv;
     kvx_page_layout_t layouts[3];
     int nlayouts;
-    int contiguous, verify;
+    int contiguous, verify, corrupt;
     int cuda_lo, cuda_hi; /* world ranks whose pools are CUDA memory (lo > hi: none) */
     int cuda_pool;        /* 0: kvx allocates; 1: caller's buffers; 2: caller's slab */
     const char *expect_path;
@@ -77,6 +88,16 @@ typedef struct slot {
 } slot_t;
 
 static int rank, failures, verify = 1;
+
+/* --corrupt: how KVX_VERIFY checks, and the tallies of this rank (rooms
+ * are counted on decode tp0; expect and var sum each room's chance of being
+ * caught and its variance). */
+static struct {
+    int on, mode; /* 1 sample, 2 full */
+    unsigned rate;
+    int caught, seen;
+    double expect, var;
+} cor;
 /* Prefill ranks each decode rank must wait for, and whether this prefill
  * rank writes at all (MLA: only ranks below the decode TP do). */
 static unsigned expect_writers;
@@ -125,25 +146,18 @@ static void parse_layouts(const char *arg, opts_t *o)
 
 static void parse(int argc, char **argv, opts_t *o)
 {
-    static const struct option longs[] = { { "rooms", 1, 0, 'r' },
-                                           { "pages", 1, 0, 'p' },
-                                           { "chunks", 1, 0, 'c' },
-                                           { "concurrency", 1, 0, 'C' },
-                                           { "layers", 1, 0, 'l' },
-                                           { "page-size", 1, 0, 'P' },
-                                           { "kv-heads", 1, 0, 'H' },
-                                           { "head-dim", 1, 0, 'D' },
-                                           { "dtype", 1, 0, 't' },
-                                           { "mla", 0, 0, 'm' },
-                                           { "page-layout", 1, 0, 'L' },
-                                           { "seed", 1, 0, 's' },
-                                           { "contiguous", 0, 0, 'g' },
-                                           { "no-verify", 0, 0, 'n' },
-                                           { "mem", 1, 0, 'M' },
-                                           { "cuda-ranks", 1, 0, 'R' },
-                                           { "cuda-pool", 1, 0, 'A' },
-                                           { "expect-path", 1, 0, 'E' },
-                                           { 0, 0, 0, 0 } };
+    static const struct option longs[] = {
+        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },
+        { "chunks", 1, 0, 'c' },      { "concurrency", 1, 0, 'C' },
+        { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
+        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },
+        { "dtype", 1, 0, 't' },       { "mla", 0, 0, 'm' },
+        { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
+        { "contiguous", 0, 0, 'g' },  { "no-verify", 0, 0, 'n' },
+        { "mem", 1, 0, 'M' },         { "cuda-ranks", 1, 0, 'R' },
+        { "cuda-pool", 1, 0, 'A' },   { "expect-path", 1, 0, 'E' },
+        { "corrupt", 0, 0, 'X' },     { 0, 0, 0, 0 }
+    };
     const char *cap;
     int c;
 
@@ -224,6 +238,9 @@ static void parse(int argc, char **argv, opts_t *o)
             break;
         case 'E':
             o->expect_path = optarg;
+            break;
+        case 'X':
+            o->corrupt = 1;
             break;
         case 's':
             o->seed = strtoull(optarg, NULL, 0);
@@ -337,6 +354,126 @@ static void dev_sync(const devpool_t *d, const kvp_geom_t *g, unsigned comps, co
     }
 }
 
+/* Every wave slot this rank holds, agreed on every TP rank of its instance
+ * (the rounds are collective over the instance). */
+static void agree_wave(kvx_ctx_t *ctx, const slot_t *w, int n, double limit)
+{
+    uint64_t ids[256];
+    kvx_agreed_t out[256];
+    MPI_Comm tp = kvx_ctx_tp_comm(ctx);
+    double start = now_s();
+    size_t m = 0;
+
+    for (int i = 0; i < n && m < 256; i++) {
+        if (w[i].mine) {
+            ids[m++] = w[i].id;
+        }
+    }
+    for (;;) {
+        kvx_agree_t *a;
+        int done = 1, all = 0;
+
+        if (kvx_agree_start(ctx, ids, m, &a) != KVX_OK) {
+            FAIL("kvx_agree_start failed");
+            return;
+        }
+        done = kvx_agree_wait(a, out) == KVX_OK;
+        kvx_agree_free(a);
+        for (size_t i = 0; i < m; i++) {
+            done &= out[i].status == KVX_OK &&
+                    (out[i].state == KVX_ROOM_SUCCESS || out[i].state == KVX_ROOM_FAILED);
+        }
+        done = done ? 1 : now_s() - start > limit ? 2 : 0;
+        MPI_Allreduce(&done, &all, 1, MPI_INT, MPI_MIN, tp);
+        if (all >= 1) {
+            MPI_Allreduce(MPI_IN_PLACE, &done, 1, MPI_INT, MPI_MAX, tp);
+            if (done == 2) {
+                FAIL("a wave not agreed within %.0f s", limit);
+            }
+            return;
+        }
+        usleep(200);
+    }
+}
+
+/* The chance that KVX_VERIFY=sample catches a byte flipped in one of this
+ * room's units (runs of at most 64 consecutive pages, times layer and
+ * component): about max(1, K / rate) of its K units are checked. */
+static double corrupt_chance(const slot_t *s, const kvp_geom_t *g, unsigned comps)
+{
+    size_t runs = 0;
+    double K, c;
+
+    for (size_t i = 0, n; i < s->npages; i += n) {
+        for (n = 1; i + n < s->npages && n < 64 && s->pages[i + n] == s->pages[i] + n; n++) {
+        }
+        runs++;
+    }
+    K = (double)runs * g->kv.layers * comps;
+    c = K / cor.rate < 1 ? 1 : K / cor.rate;
+    return cor.mode == 2 ? 1.0 : c / K;
+}
+
+/* --corrupt: the room's agreed outcome must be FAILED at verify with the
+ * decode's record, or (sample) SUCCESS with the flipped bytes in it. */
+static void finish_corrupt(kvx_ctx_t *ctx, const slot_t *s, const kvx_identity_t *id,
+                           const kvp_geom_t *g, void *const *bufs, unsigned comps, uint64_t *bytes)
+{
+    kvx_role_t role = id->role;
+    int decode_instance = role == KVX_ROLE_DECODE ? id->instance : s->other;
+    kvx_room_info_t info;
+    kvx_failure_t f;
+
+    if (kvx_room_info(ctx, s->id, &info) != KVX_OK || !info.agreed) {
+        FAIL("room %llu not agreed", (unsigned long long)s->id);
+        return;
+    }
+    if (role == KVX_ROLE_DECODE && id->tp_rank == 0) {
+        double p = 1 - pow(1 - corrupt_chance(s, g, comps), id->decode_tp);
+
+        cor.seen++;
+        cor.expect += p;
+        cor.var += p * (1 - p);
+        cor.caught += info.agreed_state == KVX_ROOM_FAILED;
+    }
+    if (role == KVX_ROLE_PREFILL) {
+        *bytes += info.bytes;
+    }
+    if (info.agreed_state == KVX_ROOM_FAILED) {
+        char line[512] = "(no reason)";
+
+        if (kvx_room_failure(ctx, s->id, &f) == KVX_OK) {
+            kvx_failure_format(&f, line, sizeof(line));
+        }
+        if (f.status != KVX_ERR_CORRUPT || f.stage != KVX_STAGE_VERIFY ||
+            f.origin_role != KVX_ROLE_DECODE || f.origin_instance != decode_instance ||
+            strstr(f.text, "match what was sent") == NULL ||
+            strstr(f.text, " from prefill[") == NULL) {
+            FAIL("room %llu: %s", (unsigned long long)s->id, line);
+        }
+    } else if (cor.mode == 2) {
+        FAIL("room %llu agreed SUCCESS with KVX_VERIFY=full", (unsigned long long)s->id);
+    } else if (role == KVX_ROLE_DECODE &&
+               kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 0) == 0) {
+        FAIL("room %llu agreed SUCCESS and its bytes are right, but a byte was flipped",
+             (unsigned long long)s->id);
+    }
+    /* A failed room's pages are released once every writer confirmed it
+     * stopped (a writer of another head may still be sending): BUSY until
+     * then, never QUARANTINED. */
+    {
+        double start = now_s();
+        kvx_status_t st;
+
+        while ((st = kvx_room_close(ctx, s->id)) == KVX_ERR_BUSY && now_s() - start < 20) {
+            usleep(500);
+        }
+        if (st != KVX_OK) {
+            FAIL("cannot close room %llu: %s", (unsigned long long)s->id, kvx_status_name(st));
+        }
+    }
+}
+
 static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_geom_t *g,
                         const devpool_t *d, void *const *bufs, unsigned comps, size_t *mismatches,
                         uint64_t *bytes, int *ok)
@@ -425,7 +562,9 @@ static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_inde
 
         st = kvx_room_send_chunk(ctx, s->id, s->pages + done, (size_t)n, last ? &aux : NULL,
                                  last ? sizeof(aux) : 0);
-        if (st != KVX_OK) {
+        /* --corrupt: a decode rank may have failed the room already, having
+         * caught the flipped byte from another writer. */
+        if (st != KVX_OK && !(cor.on && st == KVX_ERR_STATE)) {
             FAIL("send_chunk %llu: %s", (unsigned long long)s->id, kvx_status_string(st));
         }
         done += n;
@@ -618,8 +757,13 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
             }
         }
         wait_wave(ctx, wave, n, 60.0);
+        if (cor.on) {
+            agree_wave(ctx, wave, n, 60.0);
+        }
         for (int i = 0; i < n; i++) {
-            if (wave[i].mine) {
+            if (wave[i].mine && cor.on) {
+                finish_corrupt(ctx, &wave[i], &id, &g, bufs, comps, &bytes);
+            } else if (wave[i].mine) {
                 finish_room(ctx, &wave[i], id.role, &g, &d, bufs, comps, &mismatches, &bytes, &ok);
             }
             if (wave[i].pages != NULL) {
@@ -629,6 +773,16 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
         }
     }
     t1 = now_s();
+    if (cor.mode > 0 && id.role == KVX_ROLE_DECODE && !d.on) {
+        kvx_stats_t st;
+
+        /* KVX_VERIFY checked what landed here (a host pool). */
+        memset(&st, 0, sizeof(st));
+        if (kvx_ctx_stats(ctx, &st) != KVX_OK || st.verify_units == 0 || st.verify_unchecked != 0) {
+            FAIL("KVX_VERIFY: %llu units checked, %llu writers' parts unchecked",
+                 (unsigned long long)st.verify_units, (unsigned long long)st.verify_unchecked);
+        }
+    }
     failed = failures - failures_before;
     MPI_Reduce(&ok, &tot_ok, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&mine_total, &tot_mine, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
@@ -636,7 +790,27 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
     MPI_Reduce(&mismatches, &tot_mismatch, 1, MPI_UNSIGNED_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     MPI_Reduce(&bytes, &tot_bytes, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
     kvx_ctx_destroy(ctx);
-    if (rank == 0) {
+    if (cor.on) {
+        double sums[4] = { cor.caught, cor.seen, cor.expect, cor.var }, all[4];
+
+        MPI_Reduce(sums, all, 4, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+        if (rank == 0) {
+            double slack = 4 * sqrt(all[3]) + 2;
+            int bad = cor.mode == 2 ? all[0] != all[1] : fabs(all[0] - all[2]) > slack;
+
+            printf("t_rooms: %s: corrupted every room: KVX_VERIFY=%s caught %.0f of %.0f "
+                   "(expected %.1f, +-%.1f)%s; %.1f MB sent\n",
+                   layout == KVX_PAGE_NHD          ? "NHD"
+                   : layout == KVX_PAGE_HEAD_MAJOR ? "HEAD_MAJOR"
+                                                   : "HND",
+                   cor.mode == 2 ? "full" : "sample", all[0], all[1], all[2], slack,
+                   bad ? ": FAIL" : "", (double)tot_bytes / 1e6);
+            tot_fail += bad;
+        }
+        cor.caught = cor.seen = 0;
+        cor.expect = cor.var = 0;
+    }
+    if (rank == 0 && !cor.on) {
         printf("t_rooms: %s: %d rooms, %d room-ends on %d ranks, %d SUCCESS, %zu mismatched "
                "bytes%s, %.1f MB in %.2f s (%.2f GB/s)\n",
                layout == KVX_PAGE_NHD          ? "NHD"
@@ -655,6 +829,19 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
     free(bufs);
     free(alloc.free);
     return tot_fail != 0;
+}
+
+/* A KVX_* variable as kvx reads it: its value here, else its default. */
+static const char *config_value(const char *name)
+{
+    kvx_config_var_t v;
+
+    for (size_t i = 0; kvx_config_var(i, &v) == KVX_OK; i++) {
+        if (!strcmp(v.name, name)) {
+            return v.value != NULL ? v.value : v.default_value;
+        }
+    }
+    return "";
 }
 
 int main(int argc, char **argv)
@@ -683,6 +870,19 @@ int main(int argc, char **argv)
         }
     }
     verify = o.verify;
+    {
+        const char *mode = config_value("KVX_VERIFY"), *rate = config_value("KVX_VERIFY_SAMPLE");
+
+        cor.mode = !strcmp(mode, "full") ? 2 : !strcmp(mode, "sample") ? 1 : 0;
+        cor.rate = atoi(rate) > 0 ? (unsigned)atoi(rate) : 8;
+        cor.on = o.corrupt;
+        if (cor.on && (cor.mode == 0 || !verify)) {
+            fprintf(stderr,
+                    "t_rooms: --corrupt needs KVX_VERIFY=sample or full, and the pattern\n");
+            MPI_Finalize();
+            return 2;
+        }
+    }
     for (int l = 0; l < o.nlayouts; l++) {
         bad += run_layout(&o, o.layouts[l]);
     }

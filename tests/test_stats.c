@@ -55,7 +55,7 @@ Test(stats, status_dimension_covers_every_error)
     KVX_STATUS_MAP(LOWEST_)
 #undef LOWEST_
     cr_expect_eq(KVX_STATS_STATUSES, -lowest + 1);
-    cr_expect_eq(KVX_STATS_STATUSES, -KVX_ERR_OUT_OF_STEP + 1);
+    cr_expect_eq(KVX_STATS_STATUSES, -KVX_ERR_CORRUPT + 1);
 }
 
 /* A snapshot with something in every part, and its text. */

@@ -92,6 +92,10 @@ typedef struct kvx_stats {
                                                writer confirmed it stopped */
     uint64_t peers_lost;                  /**< peers declared lost (not those that said goodbye) */
     uint64_t messages_rejected;           /**< malformed or unexpected peer messages dropped */
+    uint64_t verify_units;                /**< decode: units of landed KV (and aux rows) checked
+                                               against the writer's digests (KVX_VERIFY) */
+    uint64_t verify_unchecked;            /**< decode: writers' parts of rooms KVX_VERIFY could
+                                               not check (the writer's pool is on a device) */
     kvx_histogram_t room_success_seconds; /**< open -> outcome, rooms that succeeded */
     kvx_histogram_t room_failed_seconds;  /**< open -> outcome, rooms that failed */
     kvx_histogram_t transfer_seconds;     /**< TRANSFERRING -> local SUCCESS: from the first chunk

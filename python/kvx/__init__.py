@@ -236,6 +236,10 @@ def _pages(pages):
     return list(pages)
 
 
+# kvx_verify_t (include/kvx.h)
+_VERIFY = {None: 0, "off": 1, "sample": 2, "full": 3}
+
+
 class PoolSpec:
     """A pool described by buffer addresses and a page stride
     (kvx_ctx_params_t.page_stride): pages of several buffers interleave in
@@ -345,6 +349,9 @@ class Context:
     page_stride: bytes from one page to the next in each buffer (0: pages
                back to back); kv_interleaved() and layers_interleaved() set
                it with the buffers
+    verify:    None (the KVX_VERIFY variable), "off", "sample" or "full":
+               whether this rank checks the KV that lands in its pool against
+               the writer's digests (docs/user/integrity.md)
     """
 
     def __init__(
@@ -359,9 +366,12 @@ class Context:
         fault=None,
         cuda_device=None,
         page_stride=0,
+        verify=None,
     ):
         if kv is None:
             raise ValueError("kv= (a kvx.KVLayout) is required")
+        if verify not in _VERIFY:
+            raise ValueError("verify= is None, 'off', 'sample' or 'full', not %r" % (verify,))
         self.kv = kv
         if isinstance(pools, PoolSpec):
             spec = pools
@@ -393,6 +403,7 @@ class Context:
             mem_type=mem_type,
             cuda_device=cuda_device or 0,
             page_stride=page_stride,
+            verify=_VERIFY[verify],
             **kv._args()
         )
         self.num_pages = num_pages

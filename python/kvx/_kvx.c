@@ -213,17 +213,16 @@ static int kvxpy_addr_list(PyObject *list, void ***out, size_t *n)
 
 static int kvxpy_ctx_init(kvxpy_ctx_t *self, PyObject *args, PyObject *kw)
 {
-    static char *names[] = { "comm_f",      "layout",        "layers",  "page_size",
-                             "kv_heads",    "head_dim",      "dtype",   "attn",
-                             "page_layout", "num_pages",     "buffers", "slab",
-                             "aux_slots",   "aux_item_size", "fault",   "mem_type",
-                             "cuda_device", "page_stride",   NULL };
+    static char *names[] = { "comm_f",   "layout",      "layers",      "page_size",     "kv_heads",
+                             "head_dim", "dtype",       "attn",        "page_layout",   "num_pages",
+                             "buffers",  "slab",        "aux_slots",   "aux_item_size", "fault",
+                             "mem_type", "cuda_device", "page_stride", "verify",        NULL };
     kvx_ctx_params_t p;
     kvx_failure_t why;
     kvx_status_t st;
     kvx_ctx_t *ctx = NULL;
     int comm_f, dtype = KVX_DTYPE_BF16, attn = KVX_ATTN_MHA, page_layout = KVX_PAGE_HND;
-    int mem_type = KVX_MEM_HOST, cuda_device = 0;
+    int mem_type = KVX_MEM_HOST, cuda_device = 0, verify = KVX_VERIFY_DEFAULT;
     Py_ssize_t page_stride = 0;
     const char *layout = NULL, *fault = NULL;
     PyObject *buffers = Py_None, *slab = Py_None;
@@ -235,15 +234,17 @@ static int kvxpy_ctx_init(kvxpy_ctx_t *self, PyObject *args, PyObject *kw)
         return -1;
     }
     kvx_ctx_params_init(&p);
-    if (!PyArg_ParseTupleAndKeywords(
-            args, kw, "izIIII|iiinOOnnziin", names, &comm_f, &layout, &p.kv.layers, &p.kv.page_size,
-            &p.kv.kv_heads, &p.kv.head_dim, &dtype, &attn, &page_layout, &p.num_pages, &buffers,
-            &slab, &p.aux_slots, &p.aux_item_size, &fault, &mem_type, &cuda_device, &page_stride)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "izIIII|iiinOOnnziini", names, &comm_f, &layout,
+                                     &p.kv.layers, &p.kv.page_size, &p.kv.kv_heads, &p.kv.head_dim,
+                                     &dtype, &attn, &page_layout, &p.num_pages, &buffers, &slab,
+                                     &p.aux_slots, &p.aux_item_size, &fault, &mem_type,
+                                     &cuda_device, &page_stride, &verify)) {
         return -1;
     }
     p.layout = layout;
     p.fault = fault;
     p.page_stride = (size_t)page_stride;
+    p.verify = (kvx_verify_t)verify;
     p.kv.dtype = (kvx_dtype_t)dtype;
     p.kv.attn = (kvx_attn_t)attn;
     p.kv.page_layout = (kvx_page_layout_t)page_layout;

@@ -3,7 +3,7 @@ with pools the test chooses (numpy buffers, torch tensors, a slab, or kvx's
 own), every byte checked on the decode against the pattern that names it.
 
     rooms_worker.py [--pool numpy|torch|slab|kvx] [--page-layout hnd|nhd|head_major]
-                    [--rooms N] [--fault RULES]
+                    [--rooms N] [--fault RULES] [--verify off|sample|full]
 """
 
 import argparse
@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--page-layout", default="hnd")
     ap.add_argument("--rooms", type=int, default=12)
     ap.add_argument("--fault", default=None)
+    ap.add_argument("--verify", default=None)
     o = ap.parse_args()
 
     layout = kvxjob.env_layout()
@@ -114,6 +115,7 @@ def main():
         aux_slots=o.rooms,
         aux_item_size=16,
         fault=o.fault,
+        verify=o.verify,
     )
     assert (ctx.first_head, ctx.heads, ctx.page_bytes) == tuple(shape), (ctx.heads, shape)
     assert ctx.num_pages == num_pages

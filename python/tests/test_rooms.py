@@ -63,6 +63,29 @@ def test_injected_failure_names_its_origin_everywhere():
     assert len(lines) == 1, lines
 
 
+def test_verify_full_fails_a_corrupted_room_everywhere():
+    # The decode flips a byte of room 1005 after it landed; verify="full"
+    # (the Context parameter, not KVX_VERIFY) catches it on the decode rank.
+    rule = "stage=verify,role=decode,room=1005,effect=corrupt"
+    job = mpijob.run(
+        2,
+        "rooms_worker.py",
+        ["--pool", "numpy", "--rooms", 8, "--fault", rule, "--verify", "full"],
+        env={"KVX_LAYOUT": "prefill:1x1,decode:1x1"},
+    )
+    for r in job.results:
+        assert r["states"]["1005"] == "FAILED", r
+        others = {k: v for k, v in r["states"].items() if k != "1005"}
+        assert set(others.values()) == {"SUCCESS"}, r
+        f = r["failures"]["1005"]
+        assert f["status"] == "ERR_CORRUPT" and f["stage"] == "verify", f
+        assert f["origin"] == [1, "decode", 0, 0], f
+        assert "from prefill[0].tp0 (rank 0)" in f["sentence"], f
+        assert "match what was sent" in f["sentence"], f
+    with pytest.raises(ValueError, match="verify="):
+        kvx.Context(kv=kvx.KVLayout(layers=1, page_size=1, kv_heads=1, head_dim=1), verify="on")
+
+
 def test_interleaved_pool_specs():
     # (kvx_ctx_create's own checks of a stride: mpi_tests/cases/stride_*.mpi)
     import torch

@@ -38,6 +38,7 @@ static const char *const cfg_ep_err_modes[] = { "auto", "peer", "none", NULL };
 static const char *const cfg_mem_paths[] = { "auto", "direct", "staged", NULL };
 static const char *const cfg_write_modes[] = { "auto", "put", "message", NULL };
 static const char *const cfg_pool_allocs[] = { "host", "ucx", NULL };
+static const char *const cfg_verify_modes[] = { "off", "sample", "full", NULL };
 /* In cfg_bind_t order. */
 static const char *const cfg_bind_modes[] = { "none", "cpu", "cpu+mem", NULL };
 
@@ -115,6 +116,16 @@ static const cfg_row_t cfg_table[] = {
       "into directly, about 3x faster on one host; but UCX 1.13 then aborts a surviving rank in "
       "ucp_ep_set_failed when a peer dies mid-transfer).",
       CFG_FIELD(pool_alloc), cfg_pool_allocs, 0, 0 },
+    { "KVX_VERIFY", CFG_ENUM, "off",
+      "Whether a decode rank checks the KV that landed against the writer's XXH3 digests before "
+      "a room may be SUCCESS: off, sample (1 in KVX_VERIFY_SAMPLE units of (layer, component, "
+      "up to 64 consecutive pages) per writer, and the aux row) or full. A mismatch fails the "
+      "room with KVX_ERR_CORRUPT at stage verify. Host pools only.",
+      CFG_FIELD(verify), cfg_verify_modes, 0, 0 },
+    { "KVX_VERIFY_SAMPLE", CFG_INT, "8",
+      "With KVX_VERIFY=sample: one unit in this many is checked (at least one per writer of a "
+      "room), chosen by a hash of the room id.",
+      CFG_FIELD(verify_sample), NULL, 1, 1 << 20 },
     { "KVX_PROGRESS", CFG_ENUM, "adaptive",
       "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
       "busy (never sleep; lowest latency, one core per rank).",

@@ -45,6 +45,8 @@ typedef struct kvx_cfg {
     int ep_err_mode;             /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none */
     int writes;                  /* KVX_WRITES: 0 auto, 1 put, 2 message */
     int pool_alloc;              /* KVX_POOL_ALLOC: 0 host, 1 ucx */
+    int verify;                  /* KVX_VERIFY: 0 off, 1 sample, 2 full */
+    long long verify_sample;     /* KVX_VERIFY_SAMPLE: one unit in this many */
     uint64_t staging_bytes;      /* KVX_STAGING_BYTES */
     int mem_path;                /* KVX_MEM_PATH, a cfg_mem_path_t */
     char *cuda_library;          /* KVX_CUDA_LIBRARY */

@@ -31,7 +31,7 @@ static int msg_check_bad(char *err, size_t err_len, const char *fmt, ...)
 
 static int msg_check_failure(const kvx_failure_t *f, char *err, size_t err_len)
 {
-    if (f->status >= 0 || f->status < KVX_ERR_OUT_OF_STEP) {
+    if (f->status >= 0 || f->status < KVX_ERR_CORRUPT) {
         return msg_check_bad(err, err_len, "FAIL accepted with status %d", (int)f->status);
     }
     if ((int)f->stage < 0 || f->stage >= KVX_STAGE_COUNT) {
@@ -70,9 +70,13 @@ static int msg_check_fields(const msg_t *m, const char *buf, size_t len, char *e
         const msg_prealloc_t *p = &m->u.prealloc;
 
         if (p->npages == 0 || p->npages > msg_check_limits.max_pages ||
-            p->writes > MSG_WRITES_MESSAGES || p->aux_slot < -1) {
-            return msg_check_bad(err, err_len, "accepted PREALLOC of %u pages, writes=%u, aux %lld",
-                                 p->npages, p->writes, (long long)p->aux_slot);
+            p->writes > MSG_WRITES_MESSAGES || p->aux_slot < -1 || p->verify > 2 ||
+            (p->verify == 1 && p->verify_rate == 0)) {
+            return msg_check_bad(err, err_len,
+                                 "accepted PREALLOC of %u pages, writes=%u, aux %lld, verify=%u "
+                                 "(1 in %u)",
+                                 p->npages, p->writes, (long long)p->aux_slot, p->verify,
+                                 p->verify_rate);
         }
         want += sizeof(*p) + (p->writes ? (size_t)p->npages * sizeof(uint32_t) : 0);
         if (m->pages != buf + sizeof(msg_hdr_t) + sizeof(*p)) {
@@ -90,7 +94,16 @@ static int msg_check_fields(const msg_t *m, const char *buf, size_t len, char *e
             return msg_check_bad(err, err_len, "AGREED's rooms do not follow its body");
         }
     } else if (h->type == MSG_DONE) {
-        want += sizeof(msg_done_t);
+        const msg_done_t *d = &m->u.done;
+
+        if (d->verify > 2 || d->has_aux > 1 || d->reserved != 0 || d->ndigests > MSG_DIGESTS_MAX) {
+            return msg_check_bad(err, err_len, "accepted DONE with verify=%u, %u digests, aux %u",
+                                 d->verify, d->ndigests, d->has_aux);
+        }
+        want += sizeof(msg_done_t) + (size_t)d->ndigests * sizeof(uint64_t);
+        if (m->digests != buf + sizeof(msg_hdr_t) + sizeof(*d)) {
+            return msg_check_bad(err, err_len, "DONE's digests do not follow its body");
+        }
     } else if (h->type == MSG_DATA) {
         want += sizeof(msg_data_t);
     } else if (h->type == MSG_AUX) {
@@ -133,9 +146,23 @@ static void *msg_check_rebuild(const msg_t *m, size_t *len_p)
         out = msg_new_prealloc(h->src_rank, h->room, h->nonce, m->u.prealloc.aux_slot,
                                (int)m->u.prealloc.writes, pages, m->u.prealloc.npages, len_p);
         free(pages);
+        if (out != NULL) {
+            msg_prealloc_verify(out, m->u.prealloc.verify, m->u.prealloc.verify_rate);
+        }
         return out;
-    case MSG_DONE:
-        return msg_new_done(h->src_rank, h->room, h->nonce, m->u.done.bytes, m->u.done.puts, len_p);
+    case MSG_DONE: {
+        /* The digests are unaligned in the buffer: the builder gets a copy. */
+        uint64_t *digests = malloc(((size_t)m->u.done.ndigests + 1) * sizeof(uint64_t));
+
+        if (digests == NULL) {
+            return NULL;
+        }
+        memcpy(digests, m->digests, (size_t)m->u.done.ndigests * sizeof(uint64_t));
+        out = msg_new_done_digests(h->src_rank, h->room, h->nonce, &m->u.done, digests,
+                                   m->u.done.ndigests, len_p);
+        free(digests);
+        return out;
+    }
     case MSG_AGREED: {
         /* The rooms are unaligned in the buffer: the builder gets a copy. */
         msg_agreed_room_t *rooms = malloc((size_t)m->u.agreed.count * sizeof(*rooms));

@@ -65,6 +65,12 @@ static int seeds_build(seed_t *s)
     s[n].name = "prealloc-messages";
     s[n].buf = msg_new_prealloc(3, 45, 0x500000005ull, 1, MSG_WRITES_MESSAGES, pages, 8, &s[n].len);
     n++;
+    s[n].name = "prealloc-verify";
+    s[n].buf = msg_new_prealloc(3, 46, 0x500000006ull, 0, 1, pages, 8, &s[n].len);
+    if (s[n].buf != NULL) {
+        msg_prealloc_verify(s[n].buf, 1, 8);
+    }
+    n++;
     s[n].name = "accept";
     s[n].buf = msg_new(MSG_ACCEPT, 0, 42, 0x500000001ull, &s[n].len);
     n++;
@@ -74,6 +80,14 @@ static int seeds_build(seed_t *s)
     s[n].name = "done";
     s[n].buf = msg_new_done(0, 42, 0x500000001ull, 1u << 20, 96, &s[n].len);
     n++;
+    {
+        static const uint64_t digests[] = { 0x0123456789abcdefull, 0xfedcba9876543210ull, 7 };
+        msg_done_t d = { 1u << 16, 12, 2, 3, 0x5eed5eed5eed5eedull, 1, 0 };
+
+        s[n].name = "done-digests";
+        s[n].buf = msg_new_done_digests(0, 46, 0x500000006ull, &d, digests, 3, &s[n].len);
+        n++;
+    }
     failure_set_room(&f, 42, KVX_ERR_UCX, KVX_STAGE_POST, "Connection reset by remote peer",
                      "put to decode[1].tp0 (rank 9) failed");
     f.origin_rank = 5;

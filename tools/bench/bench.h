@@ -61,6 +61,12 @@ void bench_barrier_sleepy(MPI_Comm comm);
 /* A kvx context over comm for layout; NULL (after printing why) on error. */
 kvx_ctx_t *bench_ctx_create(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
                             size_t num_pages, size_t aux_slots, const char *fault);
+/* The same with KVX_VERIFY's mode set by the parameters. */
+kvx_ctx_t *bench_ctx_create_verify(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
+                                   size_t num_pages, size_t aux_slots, kvx_verify_t verify);
+kvx_ctx_t *bench_ctx_create_full(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
+                                 size_t num_pages, size_t aux_slots, const char *fault,
+                                 kvx_verify_t verify);
 /* Pointers to every (layer, component) buffer of the pool, calloc'ed. */
 void **bench_ctx_buffers(kvx_ctx_t *ctx, unsigned layers, unsigned comps);
 /* Closes a room, waiting (bounded) while a failed room's writers drain. */
@@ -199,5 +205,6 @@ int bench_pages(const bench_opts_t *o);
 int bench_hetero(const bench_opts_t *o);
 int bench_agree(const bench_opts_t *o);
 int bench_fault(const bench_opts_t *o);
+int bench_verify(const bench_opts_t *o);
 
 #endif

@@ -61,6 +61,19 @@ void bench_barrier_sleepy(MPI_Comm comm)
 kvx_ctx_t *bench_ctx_create(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
                             size_t num_pages, size_t aux_slots, const char *fault)
 {
+    return bench_ctx_create_full(comm, layout, kv, num_pages, aux_slots, fault, KVX_VERIFY_DEFAULT);
+}
+
+kvx_ctx_t *bench_ctx_create_verify(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
+                                   size_t num_pages, size_t aux_slots, kvx_verify_t verify)
+{
+    return bench_ctx_create_full(comm, layout, kv, num_pages, aux_slots, NULL, verify);
+}
+
+kvx_ctx_t *bench_ctx_create_full(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
+                                 size_t num_pages, size_t aux_slots, const char *fault,
+                                 kvx_verify_t verify)
+{
     kvx_ctx_params_t p;
     kvx_failure_t why;
     kvx_ctx_t *ctx;
@@ -73,6 +86,7 @@ kvx_ctx_t *bench_ctx_create(MPI_Comm comm, const char *layout, const kvx_kv_layo
     p.aux_slots = aux_slots;
     p.aux_item_size = sizeof(uint64_t);
     p.fault = fault;
+    p.verify = verify;
     if (kvx_ctx_create(comm, &p, &ctx, &why) != KVX_OK) {
         kvx_failure_format(&why, line, sizeof(line));
         fprintf(stderr, "kvx-bench: rank %d: kvx_ctx_create: %s\n", bench_rank, line);

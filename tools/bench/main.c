@@ -8,6 +8,7 @@
  *   kvx-bench hetero  TP 1->1, 2->1, 1->2, 4->2 at equal bytes
  *   kvx-bench agree   agreement rounds vs one MPI_Allreduce of the same bytes
  *   kvx-bench fault   an injected failure and a killed peer to FAILED agreed
+ *   kvx-bench verify  the put shape with KVX_VERIFY off, sample and full
  *
  * kvx-bench --help lists the options. Exit status: 0 when every row's
  * correctness column passed, 1 when one failed, 2 for bad usage.
@@ -22,7 +23,7 @@
 int bench_rank, bench_size, bench_raw_spin = 1;
 
 static const char usage_text[] =
-    "usage: mpirun -np N kvx-bench put|pages|hetero|agree|fault [options]\n"
+    "usage: mpirun -np N kvx-bench put|pages|hetero|agree|fault|verify [options]\n"
     "\n"
     "  put      rooms of one contiguous run each (K and V of one layer), from\n"
     "           --min to --max bytes, against ucp_put_nbx + flush of the same\n"
@@ -37,6 +38,9 @@ static const char usage_text[] =
     "  fault    time from an injected failure, and from a killed peer, to\n"
     "           FAILED agreed on every rank (prefill:1x2,decode:1x2, 4 ranks;\n"
     "           the kill needs mpirun --enable-recovery --mca async_mpi_finalize 1)\n"
+    "  verify   put's rooms, over consecutive and over every other page, on\n"
+    "           three contexts side by side: KVX_VERIFY off, sample and full\n"
+    "           (2 ranks)\n"
     "\n"
     "common options\n"
     "  -h, --help        this help\n"
@@ -49,6 +53,7 @@ static const char usage_text[] =
     "                    ucx_perftest does (spin), or waits as kvx's progress\n"
     "                    thread does (kvx: KVX_PROGRESS) (spin)\n"
     "put      --min SIZE (64k) --max SIZE (64M) --total SIZE bytes per point (1G)\n"
+    "verify   the same, sizes by factors of 4 (--max 4M by default)\n"
     "pages    --pages N per room (128) --layers L (4) --rooms N per point (32)\n"
     "         --scatter LIST (0,25,50,100)\n"
     "hetero   --layouts LIST (1:1,2:1,1:2,4:2) --pages N (64) --layers L (4)\n"
@@ -189,6 +194,9 @@ static int parse(int argc, char **argv, bench_opts_t *o)
         return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 1 : -1;
     }
     o->sub = argv[1];
+    if (!strcmp(o->sub, "verify")) {
+        o->max_size = 4 << 20; /* three pools side by side */
+    }
     optind = 2;
     while ((c = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
         switch (c) {
@@ -274,11 +282,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(const bench_opts_t *);
-    } subs[] = { { "put", bench_put },
-                 { "pages", bench_pages },
-                 { "hetero", bench_hetero },
-                 { "agree", bench_agree },
-                 { "fault", bench_fault } };
+    } subs[] = { { "put", bench_put },     { "pages", bench_pages }, { "hetero", bench_hetero },
+                 { "agree", bench_agree }, { "fault", bench_fault }, { "verify", bench_verify } };
     bench_opts_t o;
     int rc = 2, p, found = 0;
 

@@ -6,6 +6,7 @@
 #include "core/base/msg.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,7 @@ void *msg_new_prealloc(int src_rank, uint64_t room, uint64_t nonce, int64_t aux_
 {
     size_t body = sizeof(msg_prealloc_t) + (writes ? npages * sizeof(uint32_t) : 0);
     char *m = msg_alloc(MSG_PREALLOC, src_rank, room, nonce, body, len_p);
-    msg_prealloc_t p = { aux_slot, (uint32_t)npages, (uint32_t)writes };
+    msg_prealloc_t p = { aux_slot, (uint32_t)npages, (uint32_t)writes, 0, 0 };
 
     if (m == NULL) {
         return NULL;
@@ -91,16 +92,38 @@ void *msg_new_agreed(int src_rank, const msg_agreed_room_t *rooms, uint32_t n, s
     return m;
 }
 
+void msg_prealloc_verify(void *m, uint32_t verify, uint32_t rate)
+{
+    char *body = (char *)m + sizeof(msg_hdr_t);
+
+    memcpy(body + offsetof(msg_prealloc_t, verify), &verify, sizeof(verify));
+    memcpy(body + offsetof(msg_prealloc_t, verify_rate), &rate, sizeof(rate));
+}
+
+void *msg_new_done_digests(int src_rank, uint64_t room, uint64_t nonce, const msg_done_t *d,
+                           const uint64_t *digests, size_t n, size_t *len_p)
+{
+    char *m = msg_alloc(MSG_DONE, src_rank, room, nonce, sizeof(msg_done_t) + n * sizeof(uint64_t),
+                        len_p);
+    msg_done_t body = *d;
+
+    if (m != NULL) {
+        body.ndigests = (uint32_t)n;
+        body.reserved = 0;
+        memcpy(m + sizeof(msg_hdr_t), &body, sizeof(body));
+        if (n > 0) {
+            memcpy(m + sizeof(msg_hdr_t) + sizeof(body), digests, n * sizeof(uint64_t));
+        }
+    }
+    return m;
+}
+
 void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, uint64_t puts,
                    size_t *len_p)
 {
-    char *m = msg_alloc(MSG_DONE, src_rank, room, nonce, sizeof(msg_done_t), len_p);
-    msg_done_t d = { bytes, puts };
+    msg_done_t d = { bytes, puts, 0, 0, 0, 0, 0 };
 
-    if (m != NULL) {
-        memcpy(m + sizeof(msg_hdr_t), &d, sizeof(d));
-    }
-    return m;
+    return msg_new_done_digests(src_rank, room, nonce, &d, NULL, 0, len_p);
 }
 
 void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failure_t *f,
@@ -148,9 +171,12 @@ static kvx_status_t msg_bad(char *why, size_t why_len, const char *fmt, ...)
     return KVX_ERR_PROTOCOL;
 }
 
+/* One of kvx.h's statuses (a new one is valid without touching this). */
 static int msg_status_valid(int32_t s)
 {
-    return s >= KVX_ERR_OUT_OF_STEP && s <= KVX_INPROGRESS;
+#define MSG_STATUS_IS_(name, value, msg) || s == (value)
+    return 0 KVX_STATUS_MAP(MSG_STATUS_IS_);
+#undef MSG_STATUS_IS_
 }
 
 static kvx_status_t msg_decode_failure(const char *body, const msg_limits_t *limits,
@@ -216,6 +242,10 @@ static kvx_status_t msg_decode_prealloc(const char *body, size_t body_len,
     if (p.writes > MSG_WRITES_MESSAGES || p.aux_slot < -1) {
         return msg_bad(why, why_len, "PREALLOC has writes=%u aux_slot=%lld", p.writes,
                        (long long)p.aux_slot);
+    }
+    if (p.verify > 2 || (p.verify == 1 && p.verify_rate == 0)) {
+        return msg_bad(why, why_len, "PREALLOC asks for verify=%u at a rate of 1 in %u", p.verify,
+                       p.verify_rate);
     }
     if (body_len != sizeof(p) + (p.writes ? (size_t)p.npages * sizeof(uint32_t) : 0)) {
         return msg_bad(why, why_len, "PREALLOC of %u pages has a body of %zu bytes", p.npages,
@@ -286,7 +316,7 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
                        msg_type_name(m.hdr.type), m.hdr.src_rank, limits->world_size);
     }
     if (len < sizeof(msg_hdr_t) + msg_body_len(m.hdr.type) ||
-        (m.hdr.type != MSG_PREALLOC && m.hdr.type != MSG_AGREED &&
+        (m.hdr.type != MSG_PREALLOC && m.hdr.type != MSG_AGREED && m.hdr.type != MSG_DONE &&
          len != sizeof(msg_hdr_t) + msg_body_len(m.hdr.type))) {
         return msg_bad(why, why_len, "%s of %zu bytes, expected %zu", msg_type_name(m.hdr.type),
                        len, sizeof(msg_hdr_t) + msg_body_len(m.hdr.type));
@@ -301,6 +331,14 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
         break;
     case MSG_DONE:
         memcpy(&m.u.done, body, sizeof(m.u.done));
+        if (m.u.done.verify > 2 || m.u.done.has_aux > 1 || m.u.done.reserved != 0 ||
+            m.u.done.ndigests > MSG_DIGESTS_MAX ||
+            len != sizeof(msg_hdr_t) + sizeof(msg_done_t) +
+                       (size_t)m.u.done.ndigests * sizeof(uint64_t)) {
+            return msg_bad(why, why_len, "DONE of %zu bytes with verify=%u, %u digests, has_aux=%u",
+                           len, m.u.done.verify, m.u.done.ndigests, m.u.done.has_aux);
+        }
+        m.digests = body + sizeof(msg_done_t);
         break;
     case MSG_DATA:
         memcpy(&m.u.data, body, sizeof(m.u.data));

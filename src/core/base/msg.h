@@ -62,13 +62,23 @@ typedef struct msg_prealloc {
     int64_t aux_slot; /* -1: none (or this prefill rank is not the aux writer) */
     uint32_t npages;
     uint32_t writes; /* MSG_WRITES_* */
+    uint32_t verify; /* KVX_VERIFY of the decode rank: 0 off, 1 sample, 2 full (digests asked) */
+    uint32_t verify_rate; /* sample: one unit in this many */
 } msg_prealloc_t;
 
-/* Body of MSG_DONE. */
+/* Body of MSG_DONE, followed by ndigests uint64: the digests of the units
+ * the grant asked for (verify.h), in unit order. */
 typedef struct msg_done {
     uint64_t bytes;
     uint64_t puts;
+    uint32_t verify;   /* the mode the writer digested in; 0: it did not (or was not asked) */
+    uint32_t ndigests; /* at most MSG_DIGESTS_MAX */
+    uint64_t aux;      /* the aux row's digest, when has_aux */
+    uint32_t has_aux;
+    uint32_t reserved; /* 0 */
 } msg_done_t;
+
+#define MSG_DIGESTS_MAX (1u << 24)
 
 /* Body of MSG_DATA. Header and body travel as the active message's header,
  * the data as its payload: the writer's heads of the room's pages at
@@ -127,8 +137,9 @@ typedef struct msg {
         kvx_failure_t failure;
         msg_agreed_t agreed;
     } u;
-    const void *pages; /* MSG_PREALLOC: npages uint32 (unaligned; copy with memcpy) */
-    const void *rooms; /* MSG_AGREED: count msg_agreed_room_t (unaligned; copy with memcpy) */
+    const void *pages;   /* MSG_PREALLOC: npages uint32 (unaligned; copy with memcpy) */
+    const void *rooms;   /* MSG_AGREED: count msg_agreed_room_t (unaligned; copy with memcpy) */
+    const void *digests; /* MSG_DONE: ndigests uint64 (unaligned; copy with memcpy) */
 } msg_t;
 
 /* Limits a message is checked against. */
@@ -145,8 +156,13 @@ kvx_status_t msg_decode(const void *buf, size_t len, const msg_limits_t *limits,
 void *msg_new(msg_type_t type, int src_rank, uint64_t room, uint64_t nonce, size_t *len_p);
 void *msg_new_prealloc(int src_rank, uint64_t room, uint64_t nonce, int64_t aux_slot, int writes,
                        const uint32_t *pages, size_t npages, size_t *len_p);
+/* Asks the writer of a PREALLOC built above for digests (KVX_VERIFY). */
+void msg_prealloc_verify(void *m, uint32_t verify, uint32_t rate);
 void *msg_new_done(int src_rank, uint64_t room, uint64_t nonce, uint64_t bytes, uint64_t puts,
                    size_t *len_p);
+/* A DONE with digests: d's verify, aux and has_aux, then n digests. */
+void *msg_new_done_digests(int src_rank, uint64_t room, uint64_t nonce, const msg_done_t *d,
+                           const uint64_t *digests, size_t n, size_t *len_p);
 void *msg_new_fail(int src_rank, uint64_t room, uint64_t nonce, const kvx_failure_t *f,
                    size_t *len_p);
 void *msg_new_agreed(int src_rank, const msg_agreed_room_t *rooms, uint32_t n, size_t *len_p);

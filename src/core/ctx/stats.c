@@ -115,6 +115,12 @@ void stats_pages_released(kvx_ctx_t *ctx, const room_t *room)
     }
 }
 
+void stats_verified(kvx_ctx_t *ctx, size_t units)
+{
+    ctx->stats->c.verify_units += units;
+    ctx->stats->c.verify_unchecked += units == 0;
+}
+
 void stats_peer_lost(kvx_ctx_t *ctx, const peer_t *peer)
 {
     ctx->stats->c.peers_lost += !peer->bye;

@@ -274,6 +274,12 @@ void stats_prom_write(FILE *f, const kvx_stats_t *s, const kvx_health_t *h, cons
                   labels, s->peers_lost);
     stats_counter(f, "kvx_messages_rejected_total",
                   "Malformed or unexpected peer messages dropped.", labels, s->messages_rejected);
+    stats_counter(f, "kvx_verify_units_total",
+                  "Units of landed KV and aux rows checked against the writer's digests.", labels,
+                  s->verify_units);
+    stats_counter(f, "kvx_verify_unchecked_total",
+                  "Writers' parts of rooms KVX_VERIFY could not check (a device pool).", labels,
+                  s->verify_unchecked);
     stats_write_hists(f, s, labels);
     stats_write_health(f, h, labels);
     stats_gauge(f, "kvx_metrics_interval_seconds", "KVX_METRICS_INTERVAL.", labels, interval);

@@ -22,6 +22,7 @@
 #include "core/room/room.h"
 #include "util/failure.h"
 #include "util/log.h"
+#include "util/mix.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -64,8 +65,8 @@ static const kvx_stage_t fault_stages[] = { KVX_STAGE_BOOTSTRAP,  KVX_STAGE_PREA
 const char *kvx_fault_syntax(void)
 {
     return "KVX_FAULT: rules separated by ';', fields by ','\n"
-           "  stage=bootstrap|prealloc|post|aux|completion|notify|agree|any   (required)\n"
-           "  effect=fail[:STATUS]|delay:MS|drop|kill|stall:MS                (required)\n"
+           "  stage=bootstrap|prealloc|post|aux|completion|verify|notify|agree|any (required)\n"
+           "  effect=fail[:STATUS]|delay:MS|drop|kill|stall:MS|corrupt        (required)\n"
            "  selectors: role=prefill|decode instance=N tp=N rank=N room=ID\n"
            "  triggers:  every=N (every N-th matching room) after=N (after N matching rooms)\n"
            "             prob=P seed=S (deterministic: a hash of seed, rule, room and rank)\n"
@@ -75,6 +76,8 @@ const char *kvx_fault_syntax(void)
            "  drop hold its RECEIVED and later outcome notices (fail does nothing there).\n"
            "  stall holds the thread that evaluates the rule (with the context lock) for MS:\n"
            "  a stuck progress thread, for health checks.\n"
+           "  verify (a decode rank with KVX_VERIFY on, once a writer's pages landed; not one\n"
+           "  of any's): corrupt flips one byte of what landed before it is checked.\n"
            "  example: stage=post,role=prefill,tp=1,every=20,effect=fail;"
            "stage=any,prob=0.05,seed=7,effect=fail\n";
 }
@@ -134,6 +137,10 @@ static int fault_effect(fault_rule_t *r, const char *v)
         r->effect = FAULT_KILL;
         return 0;
     }
+    if (strcmp(v, "corrupt") == 0) {
+        r->effect = FAULT_CORRUPT;
+        return 0;
+    }
     if (strncmp(v, "stall:", 6) == 0 && fault_number(v + 6, 0, 3600000, &ms) == 0) {
         r->effect = FAULT_STALL;
         r->delay_ns = (uint64_t)ms * 1000000ull;
@@ -146,6 +153,11 @@ static int fault_stage(fault_rule_t *r, const char *v)
 {
     if (strcmp(v, "any") == 0) {
         r->stage = FAULT_ANY;
+        return 0;
+    }
+    if (strcmp(v, "verify") == 0) {
+        /* Not one of "any"'s stages: it is met only with KVX_VERIFY on. */
+        r->stage = KVX_STAGE_VERIFY;
         return 0;
     }
     for (size_t i = 0; i < FAULT_NSTAGES; i++) {
@@ -172,11 +184,12 @@ static int fault_field(fault_rule_t *r, char *field, const char **why_p)
     const char *k = field, *v = eq + 1;
 
     if (strcmp(k, "stage") == 0) {
-        *why_p = "stage must be bootstrap, prealloc, post, aux, completion, notify, agree or any";
+        *why_p = "stage must be bootstrap, prealloc, post, aux, completion, verify, notify, agree "
+                 "or any";
         return fault_stage(r, v);
     }
     if (strcmp(k, "effect") == 0) {
-        *why_p = "effect must be fail, fail:STATUS, delay:MS, drop, kill or stall:MS";
+        *why_p = "effect must be fail, fail:STATUS, delay:MS, drop, kill, stall:MS or corrupt";
         return fault_effect(r, v);
     }
     if (strcmp(k, "role") == 0) {
@@ -244,6 +257,12 @@ static int fault_rule_parse(fault_rule_t *r, const char *text, kvx_failure_t *wh
     if (r->effect == FAULT_DROP && r->stage == KVX_STAGE_POST) {
         goto err;
     }
+    reason = "corrupt flips a byte of landed KV before the decode checks it: stage=verify only; "
+             "verify takes corrupt, fail or kill";
+    if ((r->effect == FAULT_CORRUPT) != (r->stage == KVX_STAGE_VERIFY) &&
+        !(r->stage == KVX_STAGE_VERIFY && (r->effect == FAULT_FAIL || r->effect == FAULT_KILL))) {
+        goto err;
+    }
     return 0;
 err:
     failure_set(why, KVX_ERR_CONFIG, KVX_STAGE_INIT, NULL, "fault rule '%s': %s", text, reason);
@@ -302,23 +321,13 @@ void fault_free(fault_set_t *set)
     }
 }
 
-static uint64_t fault_mix(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return x;
-}
-
 /* A number in [0, 1) fixed by (seed, rule, room, rank, salt). */
 static double fault_draw(const fault_rule_t *r, size_t index, uint64_t room, int rank,
                          uint64_t salt)
 {
     uint64_t h =
-        fault_mix(r->seed ^ fault_mix(index + 1) ^ fault_mix(room * 0x9e3779b97f4a7c15ull) ^
-                  fault_mix((uint64_t)rank << 20) ^ salt);
+        kvx_mix64(r->seed ^ kvx_mix64(index + 1) ^ kvx_mix64(room * 0x9e3779b97f4a7c15ull) ^
+                  kvx_mix64((uint64_t)rank << 20) ^ salt);
 
     return (double)(h >> 11) * 0x1p-53;
 }

@@ -17,7 +17,8 @@ typedef enum fault_effect {
     FAULT_DELAY,
     FAULT_DROP,
     FAULT_KILL,
-    FAULT_STALL /* holds the calling thread (and the locks it holds); never returned */
+    FAULT_STALL,  /* holds the calling thread (and the locks it holds); never returned */
+    FAULT_CORRUPT /* stage verify, decode: flips a byte of what landed before it is checked */
 } fault_effect_t;
 
 typedef struct fault_action {

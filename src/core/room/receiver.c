@@ -14,12 +14,18 @@
 #include "core/room/room.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/unpack.h"
+#include "core/xfer/verify.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/time.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+int receiver_verify_mode(const kvx_ctx_t *ctx)
+{
+    return ctx->pool.type == KVX_MEM_HOST ? ctx->cfg.verify : 0;
+}
 
 /* Sends the grant (PREALLOC) to every prefill rank of the room. */
 static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
@@ -53,6 +59,10 @@ static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
 
         if (m == NULL) {
             return KVX_ERR_NO_MEMORY;
+        }
+        if (s->pair.writes && receiver_verify_mode(ctx) > 0) {
+            msg_prealloc_verify(m, (uint32_t)receiver_verify_mode(ctx),
+                                (uint32_t)ctx->cfg.verify_sample);
         }
         peer_send_at(ctx, s->peer, m, len, at);
     }
@@ -238,11 +248,134 @@ void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
                o >= sizeof(pages) - 16 ? ",..." : "");
 }
 
+static const char *receiver_comp_name(const kvx_ctx_t *ctx, unsigned comp)
+{
+    return ctx->my.comps == 1 ? "latent" : comp == 0 ? "K" : "V";
+}
+
+/* An injected corruption (stage verify, effect corrupt): one byte of what
+ * landed from this writer flips, as a bad NIC or DMA would have it. */
+static void receiver_corrupt(kvx_ctx_t *ctx, room_t *room, const verify_units_t *u,
+                             const verify_side_t *side)
+{
+    unsigned layer, comp;
+    size_t pos;
+    unsigned char *b = verify_pick_byte(u, side, ctx->rank, &layer, &comp, &pos);
+
+    *b ^= 0x20;
+    kvx_rwarn(room->id, "injected: flipped a byte of layer %u %s page %u after it landed", layer,
+              receiver_comp_name(ctx, comp), room->pages[pos]);
+}
+
+/* KVX_VERIFY: digests what landed from writer s the way it digested what it
+ * sent, and compares. Returns 0 when the room failed (KVX_ERR_CORRUPT
+ * naming the first unit that differs; KVX_ERR_PROTOCOL for a DONE that
+ * does not carry what the grant asked). */
+static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
+{
+    int mode = receiver_verify_mode(ctx);
+    verify_units_t u = { room->id,      ctx->my.kv.layers,
+                         ctx->my.comps, s->pair.nheads,
+                         room->pages,   room->npages,
+                         mode,          (unsigned)ctx->cfg.verify_sample };
+    verify_side_t side = { &ctx->my, ctx->num_pages, ctx->pool.buf, room->pages, s->pair.dst_head };
+    fault_action_t act;
+    kvx_failure_t f;
+    uint64_t *mine;
+    size_t n;
+
+    if (mode == 0) {
+        return 1;
+    }
+    if (s->dverify == 0) {
+        stats_verified(ctx, 0); /* the writer could not digest: its pool is on a device */
+        return 1;
+    }
+    n = verify_checked(&u);
+    if (s->dverify != (uint32_t)mode || s->ndigests != n ||
+        s->has_aux != (room->aux_slot >= 0 && s->pair.aux_writer)) {
+        failure_set_room(&f, room->id, KVX_ERR_PROTOCOL, KVX_STAGE_VERIFY, NULL,
+                         "%s sent %u digests in mode %u (aux %d); this rank asked for %zu in "
+                         "mode %d (aux %d)",
+                         s->peer->name, s->ndigests, s->dverify, s->has_aux, n, mode,
+                         room->aux_slot >= 0 && s->pair.aux_writer);
+        room_fail(ctx, room, &f, 1);
+        return 0;
+    }
+    switch (fault_at(ctx, KVX_STAGE_VERIFY, room, &act)) {
+    case FAULT_CORRUPT:
+        receiver_corrupt(ctx, room, &u, &side);
+        break;
+    case FAULT_FAIL:
+        room_fail(ctx, room, &act.failure, 1);
+        return 0;
+    default:
+        break;
+    }
+    mine = malloc((n + 1) * sizeof(uint64_t));
+    if (mine == NULL) {
+        failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_VERIFY, NULL,
+                         "no memory to check %zu units from %s", n, s->peer->name);
+        room_fail(ctx, room, &f, 1);
+        return 0;
+    }
+    verify_digest(&u, &side, mine);
+    for (size_t j = 0, k = 0; j < n; k++) {
+        unsigned layer, comp;
+        size_t pos, len;
+
+        if (!verify_selected(&u, k)) {
+            continue;
+        }
+        if (mine[j] == s->digests[j]) {
+            j++;
+            continue;
+        }
+        stats_verified(ctx, j + 1); /* compared, up to the first that differs */
+        verify_unit(&u, k, &layer, &comp, &pos, &len);
+        if (len == 1) {
+            failure_set_room(&f, room->id, KVX_ERR_CORRUPT, KVX_STAGE_VERIFY, NULL,
+                             "layer %u %s page %u from %s does not match what was sent", layer,
+                             receiver_comp_name(ctx, comp), room->pages[pos], s->peer->name);
+        } else {
+            failure_set_room(&f, room->id, KVX_ERR_CORRUPT, KVX_STAGE_VERIFY, NULL,
+                             "layer %u %s pages %u-%u from %s do not match what was sent", layer,
+                             receiver_comp_name(ctx, comp), room->pages[pos],
+                             room->pages[pos + len - 1], s->peer->name);
+        }
+        free(mine);
+        room_fail(ctx, room, &f, 1);
+        return 0;
+    }
+    free(mine);
+    if (s->has_aux) {
+        msg_aux_header_t h;
+        const char *slot =
+            (const char *)ctx->pool.aux + (size_t)room->aux_slot * ctx->pool.aux_stride;
+
+        memcpy(&h, slot, sizeof(h));
+        if (h.len > ctx->aux_item_size ||
+            verify_aux(room->id, slot + sizeof(h), h.len) != s->aux_digest) {
+            stats_verified(ctx, n + 1);
+            failure_set_room(&f, room->id, KVX_ERR_CORRUPT, KVX_STAGE_VERIFY, NULL,
+                             "the aux row in slot %lld from %s does not match what was sent",
+                             (long long)room->aux_slot, s->peer->name);
+            room_fail(ctx, room, &f, 1);
+            return 0;
+        }
+    }
+    stats_verified(ctx, n + (size_t)s->has_aux);
+    return 1;
+}
+
 /* DONE may overtake the writer's data messages (unpack.c): the writer is
- * complete when both are in. */
+ * complete when both are in, and what landed is what it sent (KVX_VERIFY). */
 void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s)
 {
     if (!s->done || s->complete || room_terminal(room) || !unpack_source_done(ctx, room, s)) {
+        return;
+    }
+    if (!receiver_verify(ctx, room, s)) {
         return;
     }
     s->complete = 1;
@@ -296,6 +429,22 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
             ctx->bad_msgs++;
             break;
         }
+        if (m->u.done.ndigests > 0 &&
+            (s->digests = malloc((size_t)m->u.done.ndigests * sizeof(uint64_t))) == NULL) {
+            kvx_failure_t f;
+
+            failure_set_room(&f, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_VERIFY, NULL,
+                             "no memory for %u digests from %s", m->u.done.ndigests, peer->name);
+            room_fail(ctx, room, &f, 1);
+            break;
+        }
+        if (s->digests != NULL) {
+            memcpy(s->digests, m->digests, (size_t)m->u.done.ndigests * sizeof(uint64_t));
+        }
+        s->ndigests = m->u.done.ndigests;
+        s->dverify = m->u.done.verify;
+        s->aux_digest = m->u.done.aux;
+        s->has_aux = (int)m->u.done.has_aux;
         s->done = 1;
         receiver_source_complete(ctx, room, s);
         break;

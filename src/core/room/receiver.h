@@ -21,6 +21,11 @@ typedef struct source {
     int msgs;          /* it sends every page as data messages (KVX_WRITES) */
     int aux_in;        /* msgs: its aux row arrived (MSG_AUX) */
     uint64_t unpacked; /* bytes of data messages unpacked */
+    /* KVX_VERIFY: what its DONE carried (receiver_verify()) */
+    uint64_t *digests;
+    uint32_t ndigests, dverify; /* dverify: the mode it digested in, 0 for none */
+    uint64_t aux_digest;
+    int has_aux;
 } source_t;
 
 kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
@@ -35,6 +40,9 @@ void receiver_on_fail(kvx_ctx_t *ctx, room_t *room);
 void receiver_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now);
 /* Counts a writer complete once it said DONE and its data is unpacked. */
 void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s);
+/* The mode this rank asks its writers to digest in (0: off; a device pool
+ * is not checked). */
+int receiver_verify_mode(const kvx_ctx_t *ctx);
 /* A failed room's pages are released once nothing can write into them. */
 void receiver_update_pages(kvx_ctx_t *ctx, room_t *room);
 

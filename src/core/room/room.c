@@ -194,6 +194,9 @@ void room_free(kvx_ctx_t *ctx, room_t *room)
         free(room->targets[t].aux_row);
     }
     free(room->targets);
+    for (unsigned i = 0; room->sources != NULL && i < room->nsources; i++) {
+        free(room->sources[i].digests);
+    }
     free(room->sources);
     free(room->pages);
     free(room->src);

@@ -22,6 +22,7 @@
 #include "core/room/sender.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
+#include "core/xfer/verify.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -121,6 +122,45 @@ static void sender_send_drained(kvx_ctx_t *ctx, target_t *t)
     }
 }
 
+/* The DONE of a writer: with the digests of what it wrote when the decode
+ * rank asked (KVX_VERIFY), computed from the source pages now that every
+ * put is remotely complete -- what the decode must hold. A device pool is
+ * not digested (verify 0 in the DONE: the decode counts the room unchecked). */
+static void *sender_new_done(kvx_ctx_t *ctx, target_t *t, size_t *len_p)
+{
+    room_t *room = t->room;
+    msg_done_t d = { t->bytes, t->puts, 0, 0, 0, 0, 0 };
+    verify_units_t u = { room->id, ctx->my.kv.layers,  ctx->my.comps,  t->pair.nheads,
+                         t->dst,   room->npages_total, (int)t->verify, t->verify_rate };
+    verify_side_t side = { &ctx->my, ctx->num_pages, ctx->pool.buf, room->src, t->pair.src_head };
+    uint64_t *digests = NULL;
+    size_t n = 0;
+    void *m;
+
+    if (t->verify == 0 || ctx->pool.type != KVX_MEM_HOST) {
+        return msg_new_done(ctx->rank, room->id, t->nonce, t->bytes, t->puts, len_p);
+    }
+    n = verify_checked(&u);
+    digests = malloc((n + 1) * sizeof(uint64_t));
+    if (digests == NULL || n > MSG_DIGESTS_MAX) {
+        free(digests);
+        kvx_rwarn(room->id, "no digests for %s: %zu units", t->peer->name, n);
+        return msg_new_done(ctx->rank, room->id, t->nonce, t->bytes, t->puts, len_p);
+    }
+    verify_digest(&u, &side, digests);
+    d.verify = t->verify;
+    if (t->aux_slot >= 0 && t->aux_row != NULL) {
+        msg_aux_header_t h;
+
+        memcpy(&h, t->aux_row, sizeof(h));
+        d.aux = verify_aux(room->id, (const char *)t->aux_row + sizeof(h), h.len);
+        d.has_aux = 1;
+    }
+    m = msg_new_done_digests(ctx->rank, room->id, t->nonce, &d, digests, n, len_p);
+    free(digests);
+    return m;
+}
+
 static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
 {
     fault_action_t act;
@@ -147,7 +187,7 @@ static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
     t->room->ndone_sent++;
     if (t->pair.writes) {
         size_t len;
-        void *m = msg_new_done(ctx->rank, t->room->id, t->nonce, t->bytes, t->puts, &len);
+        void *m = sender_new_done(ctx, t, &len);
 
         if (m != NULL) {
             peer_send_at(ctx, t->peer, m, len, at);
@@ -873,6 +913,8 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         return;
     }
     t->aux_slot = m->u.prealloc.aux_slot;
+    t->verify = t->pair.writes ? m->u.prealloc.verify : 0;
+    t->verify_rate = m->u.prealloc.verify_rate;
     sender_send(ctx, t, MSG_ACCEPT);
     if (room->ngranted == room->ntargets) {
         room_set_state(ctx, room, KVX_ROOM_WAITING_FOR_INPUT);

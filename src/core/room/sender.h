@@ -22,6 +22,7 @@ typedef struct target {
     uint64_t nonce; /* the decode room's incarnation, from its PREALLOC */
     uint32_t *dst;  /* granted destination pages */
     int64_t aux_slot;
+    uint32_t verify, verify_rate; /* the decode asked for digests (KVX_VERIFY), from its grant */
     /* Posting cursor over pages [batch_start, batch_end). */
     size_t posted; /* pages whose puts are all posted */
     size_t batch_end;

@@ -122,6 +122,14 @@ static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *para
                     "more than %d live contexts in this process", CTX_MAX_LIVE);
         return KVX_ERR_NO_MEMORY;
     }
+    if ((unsigned)params->verify > KVX_VERIFY_FULL) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "verify=%d: KVX_VERIFY_DEFAULT, _OFF, _SAMPLE or _FULL", (int)params->verify);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (params->verify != KVX_VERIFY_DEFAULT) {
+        ctx->cfg.verify = (int)params->verify - KVX_VERIFY_OFF;
+    }
     layout = params->layout != NULL ? params->layout : ctx->cfg.layout;
     status = joblayout_parse(layout, ctx->size, &ctx->job, why);
     if (status != KVX_OK) {
@@ -408,6 +416,11 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
         return status;
     }
     ctx_open(ctx);
+    if (ctx->cfg.verify > 0 && ctx->pool.type != KVX_MEM_HOST) {
+        kvx_warn("KVX_VERIFY=%s: this rank's pool is CUDA memory, which KVX_VERIFY does not digest "
+                 "yet: what it sends or receives is not checked",
+                 ctx->cfg.verify == 2 ? "full" : "sample");
+    }
     kvx_info("context ready: %s[%d].tp%d of %d, %zu pages of %zu bytes per buffer, %d peers",
              kvx_role_name(ctx->role), ctx->instance, ctx->tp_rank, ctx->tp_size, ctx->num_pages,
              ctx->my.page_bytes, ctx->npeers);

@@ -1,0 +1,64 @@
+/*
+ * verify.h - digests of the KV a writer sent and of what landed (KVX_VERIFY).
+ *
+ * The KV one prefill rank writes into one decode rank for a room is cut into
+ * units: a run of consecutive decode pages (at most VERIFY_UNIT_PAGES) times
+ * one (layer, component). Both sides enumerate the same units from the
+ * decode's page list alone, so they need not tell each other. A unit's
+ * digest is the sum (mod 2^64) of one XXH3 per row -- head_dim elements of
+ * one head of one token -- seeded by the row's logical coordinates (room,
+ * layer, component, position of its page in the room, head of the pair,
+ * token): the sum does not depend on the order rows are visited in, so each
+ * side walks its own pool in its own layout, page ids, stride and TP slice,
+ * while a row that is wrong or in the wrong place changes the digest.
+ */
+#ifndef KVX_CORE_VERIFY_H
+#define KVX_CORE_VERIFY_H
+
+#include "core/base/kvlayout.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VERIFY_UNIT_PAGES 64
+
+/* What is digested: the pair's rows of a room, as one side holds them. */
+typedef struct verify_side {
+    const kvl_t *kvl;      /* this side's geometry (page stride included) */
+    size_t num_pages;      /* pages of each buffer of this side's pool */
+    void *const *bufs;     /* [layer * comps + comp] */
+    const uint32_t *pages; /* this side's page of each position of the room */
+    unsigned first_head;   /* the pair's first head in this pool */
+} verify_side_t;
+
+/* The units of a room between one writer and one decode rank. */
+typedef struct verify_units {
+    uint64_t room;
+    unsigned layers, comps, nheads;
+    const uint32_t *dst; /* the decode's pages: they cut the runs */
+    size_t npages;
+    int mode;      /* 1: sample, 2: full (cfg KVX_VERIFY) */
+    unsigned rate; /* sample: one unit in rate */
+} verify_units_t;
+
+/* Units in all (runs x layers x components). */
+size_t verify_count(const verify_units_t *u);
+/* Units that are checked: all (full), or a deterministic 1 in rate of them,
+ * at least one (sample). */
+size_t verify_checked(const verify_units_t *u);
+/* Is unit k (of verify_count()) checked? */
+int verify_selected(const verify_units_t *u, size_t k);
+/* The digests of the checked units, in unit order, into out[verify_checked()]. */
+void verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t *out);
+/* Where unit k is: layer, component, first position and pages. */
+void verify_unit(const verify_units_t *u, size_t k, unsigned *layer, unsigned *comp, size_t *pos,
+                 size_t *n);
+/* The digest of an aux row's payload. */
+uint64_t verify_aux(uint64_t room, const void *payload, size_t len);
+/* The byte of the rows of unit-space that an injected corruption flips
+ * (effect=corrupt): a position, head, token and byte of row chosen by
+ * salt, in the given side's pool; returns the address. */
+unsigned char *verify_pick_byte(const verify_units_t *u, const verify_side_t *side, uint64_t salt,
+                                unsigned *layer, unsigned *comp, size_t *pos);
+
+#endif
