@@ -357,9 +357,10 @@ typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
  * Whether a decode rank checks the KV that landed against what the writer
  * sent (kvx_ctx_params_t.verify; the KVX_VERIFY variable, off by default).
  * The writer digests (XXH3) each unit it wrote -- one (layer, component) of
- * a run of consecutive decode pages, at most 64 pages -- row by row, keyed
- * by logical coordinates (room, layer, component, position of the page in
- * the room, head, token), and sends the digests with its DONE; the decode
+ * a run of consecutive decode pages, at most 64 pages -- block by block
+ * (a head's rows of a page, or a token's heads in NHD), keyed by logical
+ * coordinates (room, layer, component, position of the page in the room,
+ * head or token), and sends the digests with its DONE; the decode
  * rank digests what landed in its own pool the same way before the room may
  * be SUCCESS. Page ids, pool strides and TP slices may differ between the
  * two sides. A mismatch fails the room on every rank of both instances with
@@ -367,8 +368,8 @@ typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
  * "layer 17 V pages 120-127 from prefill[0].tp0 (rank 0) do not match what
  * was sent". The decode rank's setting decides, and its grant tells the
  * writer.
- *  - SAMPLE: a deterministic 1 in KVX_VERIFY_SAMPLE of the units of each
- *    writer of a room (at least one), and always the aux row;
+ *  - SAMPLE: each unit with chance 1 in KVX_VERIFY_SAMPLE, drawn from the
+ *    room id and the unit (the same on both sides), and always the aux row;
  *  - FULL: every unit and the aux row.
  * Host pools only: a CUDA pool (or the staged path) is not digested yet; a
  * room whose writer could not digest is not checked (kvx_ctx_stats()

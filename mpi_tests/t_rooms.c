@@ -396,22 +396,11 @@ static void agree_wave(kvx_ctx_t *ctx, const slot_t *w, int n, double limit)
     }
 }
 
-/* The chance that KVX_VERIFY=sample catches a byte flipped in one of this
- * room's units (runs of at most 64 consecutive pages, times layer and
- * component): about max(1, K / rate) of its K units are checked. */
-static double corrupt_chance(const slot_t *s, const kvp_geom_t *g, unsigned comps)
+/* The chance that KVX_VERIFY catches a byte flipped in one of a room's
+ * units on one decode rank: sample checks each unit with chance 1 in rate. */
+static double corrupt_chance(void)
 {
-    size_t runs = 0;
-    double K, c;
-
-    for (size_t i = 0, n; i < s->npages; i += n) {
-        for (n = 1; i + n < s->npages && n < 64 && s->pages[i + n] == s->pages[i] + n; n++) {
-        }
-        runs++;
-    }
-    K = (double)runs * g->kv.layers * comps;
-    c = K / cor.rate < 1 ? 1 : K / cor.rate;
-    return cor.mode == 2 ? 1.0 : c / K;
+    return cor.mode == 2 ? 1.0 : 1.0 / cor.rate;
 }
 
 /* --corrupt: the room's agreed outcome must be FAILED at verify with the
@@ -429,7 +418,7 @@ static void finish_corrupt(kvx_ctx_t *ctx, const slot_t *s, const kvx_identity_t
         return;
     }
     if (role == KVX_ROLE_DECODE && id->tp_rank == 0) {
-        double p = 1 - pow(1 - corrupt_chance(s, g, comps), id->decode_tp);
+        double p = 1 - pow(1 - corrupt_chance(), id->decode_tp);
 
         cor.seen++;
         cor.expect += p;

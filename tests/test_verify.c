@@ -134,6 +134,28 @@ static void same_rows_same_digests(kvx_page_layout_t layout, size_t dst_stride_p
         }
     }
     {
+        /* Undo, then swap the whole of pages 21 and 22 of layer 1 V (every
+         * byte right, two pages in each other's place): unit 9 again. */
+        char tmp[64], *x = row_at(&dst, 1, 1, 21, 0, 0), *y = row_at(&dst, 1, 1, 21, 1, 2);
+
+        memcpy(tmp, x, dk.row);
+        memcpy(x, y, dk.row);
+        memcpy(y, tmp, dk.row);
+        for (unsigned h = 0; h < 2; h++) {
+            for (unsigned t = 0; t < 4; t++) {
+                x = row_at(&dst, 1, 1, 21, h, t);
+                y = row_at(&dst, 1, 1, 22, h, t);
+                memcpy(tmp, x, dk.row);
+                memcpy(x, y, dk.row);
+                memcpy(y, tmp, dk.row);
+            }
+        }
+        digests_of(&u, &dst, dpages, 0, b);
+        for (size_t k = 0; k < K; k++) {
+            cr_expect_eq(a[k] != b[k], k == 9, "pages swapped: unit %zu", k);
+        }
+    }
+    {
         unsigned layer, comp;
         size_t pos, n;
 
@@ -195,26 +217,33 @@ Test(verify, runs_cut_at_64_pages)
     cr_expect(pos == 128 && n == 22, "[%zu, +%zu)", pos, n);
 }
 
-Test(verify, sample_rate_deterministic_never_empty)
+Test(verify, sample_rate_and_deterministic)
 {
     uint32_t pages[400];
     verify_units_t u = { 7, 2, 2, 1, pages, 400, 1, 8 };
+    size_t total = 0, checked = 0;
 
     for (uint32_t i = 0; i < 400; i++) {
         pages[i] = 2 * i; /* no two consecutive: one unit per page */
     }
     cr_assert_eq(verify_count(&u), 1600);
-    cr_expect_eq(verify_checked(&u), 200);
-    for (uint64_t room = 0; room < 200; room++) {
+    /* 1 in 8 of 1600: 200, binomial sd 13 */
+    cr_expect(verify_checked(&u) >= 150 && verify_checked(&u) <= 250, "%zu of 1600",
+              verify_checked(&u));
+    for (uint64_t room = 0; room < 2000; room++) {
         size_t n = 0;
 
         u.room = room;
-        u.npages = 1 + room % 3; /* 4 to 12 units: fewer than 8 at times */
+        u.npages = 1 + room % 3;
         for (size_t k = 0; k < verify_count(&u); k++) {
             n += verify_selected(&u, k);
         }
-        cr_expect_eq(n, verify_checked(&u));
-        cr_expect(n >= 1 && n <= 2, "room %llu: %zu of %zu units", (unsigned long long)room, n,
-                  verify_count(&u));
+        cr_expect_eq(n, verify_checked(&u)); /* the same draw every time */
+        total += verify_count(&u);
+        checked += n;
     }
+    /* 16000 units: 2000 expected, sd 42 */
+    cr_expect(checked >= 1800 && checked <= 2200, "%zu of %zu units", checked, total);
+    u.mode = 2;
+    cr_expect_eq(verify_checked(&u), verify_count(&u));
 }

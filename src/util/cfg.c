@@ -118,13 +118,13 @@ static const cfg_row_t cfg_table[] = {
       CFG_FIELD(pool_alloc), cfg_pool_allocs, 0, 0 },
     { "KVX_VERIFY", CFG_ENUM, "off",
       "Whether a decode rank checks the KV that landed against the writer's XXH3 digests before "
-      "a room may be SUCCESS: off, sample (1 in KVX_VERIFY_SAMPLE units of (layer, component, "
-      "up to 64 consecutive pages) per writer, and the aux row) or full. A mismatch fails the "
-      "room with KVX_ERR_CORRUPT at stage verify. Host pools only.",
+      "a room may be SUCCESS: off, sample (each unit of (layer, component, up to 64 consecutive "
+      "pages) with chance 1 in KVX_VERIFY_SAMPLE, and the aux row) or full. A mismatch fails "
+      "the room with KVX_ERR_CORRUPT at stage verify. Host pools only.",
       CFG_FIELD(verify), cfg_verify_modes, 0, 0 },
     { "KVX_VERIFY_SAMPLE", CFG_INT, "8",
-      "With KVX_VERIFY=sample: one unit in this many is checked (at least one per writer of a "
-      "room), chosen by a hash of the room id.",
+      "With KVX_VERIFY=sample: each unit is checked with chance 1 in this many, drawn from the "
+      "room id and the unit (the same on both sides).",
       CFG_FIELD(verify_sample), NULL, 1, 1 << 20 },
     { "KVX_PROGRESS", CFG_ENUM, "adaptive",
       "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "

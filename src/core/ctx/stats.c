@@ -115,10 +115,10 @@ void stats_pages_released(kvx_ctx_t *ctx, const room_t *room)
     }
 }
 
-void stats_verified(kvx_ctx_t *ctx, size_t units)
+void stats_verified(kvx_ctx_t *ctx, size_t units, int unchecked)
 {
     ctx->stats->c.verify_units += units;
-    ctx->stats->c.verify_unchecked += units == 0;
+    ctx->stats->c.verify_unchecked += unchecked != 0;
 }
 
 void stats_peer_lost(kvx_ctx_t *ctx, const peer_t *peer)

@@ -44,9 +44,9 @@ void stats_room_closed(struct kvx_ctx *ctx, const struct room *room, kvx_status_
 void stats_xfer(struct kvx_ctx *ctx, kvx_xfer_kind_t kind, size_t bytes);
 void stats_pages_quarantined(struct kvx_ctx *ctx, const struct room *room);
 void stats_pages_released(struct kvx_ctx *ctx, const struct room *room);
-/* Decode: units checked against a writer's digests, or a writer's part of a
- * room left unchecked (units 0). */
-void stats_verified(struct kvx_ctx *ctx, size_t units);
+/* Decode: units checked against a writer's digests; unchecked: the writer's
+ * part of a room could not be checked (its pool is on a device). */
+void stats_verified(struct kvx_ctx *ctx, size_t units, int unchecked);
 void stats_peer_lost(struct kvx_ctx *ctx, const struct peer *peer);
 void stats_round_start(struct kvx_ctx *ctx);
 void stats_round_end(struct kvx_ctx *ctx, kvx_status_t status);

@@ -288,7 +288,7 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
         return 1;
     }
     if (s->dverify == 0) {
-        stats_verified(ctx, 0); /* the writer could not digest: its pool is on a device */
+        stats_verified(ctx, 0, 1); /* the writer could not digest: its pool is on a device */
         return 1;
     }
     n = verify_checked(&u);
@@ -331,7 +331,7 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
             j++;
             continue;
         }
-        stats_verified(ctx, j + 1); /* compared, up to the first that differs */
+        stats_verified(ctx, j + 1, 0); /* compared, up to the first that differs */
         verify_unit(&u, k, &layer, &comp, &pos, &len);
         if (len == 1) {
             failure_set_room(&f, room->id, KVX_ERR_CORRUPT, KVX_STAGE_VERIFY, NULL,
@@ -356,7 +356,7 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
         memcpy(&h, slot, sizeof(h));
         if (h.len > ctx->aux_item_size ||
             verify_aux(room->id, slot + sizeof(h), h.len) != s->aux_digest) {
-            stats_verified(ctx, n + 1);
+            stats_verified(ctx, n + 1, 0);
             failure_set_room(&f, room->id, KVX_ERR_CORRUPT, KVX_STAGE_VERIFY, NULL,
                              "the aux row in slot %lld from %s does not match what was sent",
                              (long long)room->aux_slot, s->peer->name);
@@ -364,7 +364,7 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
             return 0;
         }
     }
-    stats_verified(ctx, n + (size_t)s->has_aux);
+    stats_verified(ctx, n + (size_t)s->has_aux, 0);
     return 1;
 }
 

@@ -1,9 +1,9 @@
 /*
  * verify.c - digests of the KV a writer sent and of what landed (verify.h).
  *
- * XXH3 (libxxhash) hashes each row: at head_dim 128 in bf16 a row is 256
- * bytes, for which XXH3 runs at several GB/s per core; the seed carries the
- * row's coordinates, and the unit's digest is the sum of its rows' hashes.
+ * XXH3 (libxxhash, with its default secret) hashes each block -- 4 KiB
+ * and more at usual geometries, where it runs at memory speed -- and the
+ * block's hash, mixed with its coordinates, is summed into its unit's.
  */
 #include "config.h"
 
@@ -33,41 +33,33 @@ size_t verify_count(const verify_units_t *u)
     return runs * u->layers * u->comps;
 }
 
-/* Sample: units k with (k + off) % rate == 0; when none of the K units is
- * one of those, the unit fallback. Both drawn from the room id. */
-static int verify_pick(const verify_units_t *u, size_t k, size_t K)
+/* Sample: each unit on its own, with chance 1 in rate, drawn from (room,
+ * unit): a room's bytes are checked in that proportion on average. */
+static int verify_pick(const verify_units_t *u, size_t k)
 {
-    uint64_t h = kvx_mix64(u->room ^ 0x6b76785f76657269ull);
-    size_t rate = u->rate > 1 ? u->rate : 1, off = (size_t)(h % rate);
-    size_t first = (rate - off) % rate;
+    uint64_t h = kvx_mix64(u->room ^ kvx_mix64(0x6b76785f76657269ull + k));
 
-    if (first < K) {
-        return (k + off) % rate == 0;
-    }
-    return k == (size_t)((h >> 32) % K);
+    return u->rate <= 1 || h % u->rate == 0;
 }
 
 int verify_selected(const verify_units_t *u, size_t k)
 {
-    return u->mode >= 2 || verify_pick(u, k, verify_count(u));
+    return u->mode >= 2 || verify_pick(u, k);
 }
 
 size_t verify_checked(const verify_units_t *u)
 {
     size_t K = verify_count(u), n = 0;
 
-    if (u->mode >= 2) {
-        return K;
-    }
     for (size_t k = 0; k < K; k++) {
-        n += verify_pick(u, k, K);
+        n += verify_selected(u, k);
     }
     return n;
 }
 
-/* The seed of the rows of (layer, comp): distinct for every row of a room,
+/* The key of a block of (layer, comp): distinct for every block of a room,
  * since an odd multiplier is a bijection on 64 bits. */
-static uint64_t verify_seed(uint64_t base, size_t pos, unsigned head, unsigned token)
+static uint64_t verify_key(uint64_t base, size_t pos, unsigned head, unsigned token)
 {
     uint64_t coord = ((uint64_t)pos << 32) | ((uint64_t)(head & 0xffffu) << 16) | (token & 0xffffu);
 
@@ -81,8 +73,10 @@ static uint64_t verify_base(const verify_units_t *u, unsigned layer, unsigned co
     return XXH3_64bits(key, sizeof(key));
 }
 
-/* One unit: positions [pos, pos + n) of (layer, comp). Rows are visited in
- * the order this side's memory holds them (the sum does not care). */
+/* One unit: positions [pos, pos + n) of (layer, comp), in blocks that are
+ * contiguous on every side of a pair (the page layout is the instances'
+ * common one): the page_size rows of one head of one page (HND,
+ * HEAD_MAJOR), or the pair's heads of one token (NHD). */
 static uint64_t verify_one(const verify_units_t *u, const verify_side_t *s, unsigned layer,
                            unsigned comp, size_t pos, size_t n)
 {
@@ -91,18 +85,16 @@ static uint64_t verify_one(const verify_units_t *u, const verify_side_t *s, unsi
     unsigned tokens = s->kvl->kv.page_size;
     uint64_t base = verify_base(u, layer, comp), sum = 0;
     size_t row = s->kvl->row;
-    int token_inner = st.token < st.head;
+    int nhd = s->kvl->kv.page_layout == KVX_PAGE_NHD;
 
     for (size_t i = pos; i < pos + n; i++) {
-        const char *page = buf + (size_t)s->pages[i] * st.page;
+        const char *page = buf + (size_t)s->pages[i] * st.page + (size_t)s->first_head * st.head;
 
-        for (unsigned a = 0; a < (token_inner ? u->nheads : tokens); a++) {
-            for (unsigned b = 0; b < (token_inner ? tokens : u->nheads); b++) {
-                unsigned h = token_inner ? a : b, t = token_inner ? b : a;
-                const char *r = page + (size_t)(s->first_head + h) * st.head + (size_t)t * st.token;
+        for (unsigned b = 0; b < (nhd ? tokens : u->nheads); b++) {
+            const char *block = page + (size_t)b * (nhd ? st.token : st.head);
+            uint64_t h = XXH3_64bits(block, (nhd ? u->nheads : tokens) * row);
 
-                sum += XXH3_64bits_withSeed(r, row, verify_seed(base, i, h, t));
-            }
+            sum += kvx_mix64(h ^ verify_key(base, i, nhd ? 0xffffu : b, nhd ? b : 0xffffu));
         }
     }
     return sum;
@@ -110,13 +102,13 @@ static uint64_t verify_one(const verify_units_t *u, const verify_side_t *s, unsi
 
 void verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t *out)
 {
-    size_t K = verify_count(u), k = 0, j = 0;
+    size_t k = 0, j = 0;
 
     for (size_t pos = 0, n; pos < u->npages; pos += n) {
         n = verify_run(u, pos);
         for (unsigned l = 0; l < u->layers; l++) {
             for (unsigned c = 0; c < u->comps; c++, k++) {
-                if (u->mode >= 2 || verify_pick(u, k, K)) {
+                if (verify_selected(u, k)) {
                     out[j++] = verify_one(u, side, l, c, pos, n);
                 }
             }

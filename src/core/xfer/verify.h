@@ -5,12 +5,14 @@
  * units: a run of consecutive decode pages (at most VERIFY_UNIT_PAGES) times
  * one (layer, component). Both sides enumerate the same units from the
  * decode's page list alone, so they need not tell each other. A unit's
- * digest is the sum (mod 2^64) of one XXH3 per row -- head_dim elements of
- * one head of one token -- seeded by the row's logical coordinates (room,
- * layer, component, position of its page in the room, head of the pair,
- * token): the sum does not depend on the order rows are visited in, so each
- * side walks its own pool in its own layout, page ids, stride and TP slice,
- * while a row that is wrong or in the wrong place changes the digest.
+ * digest is the sum (mod 2^64) of one XXH3 per block -- the rows of one head
+ * of one page (HND, HEAD_MAJOR) or the pair's heads of one token (NHD),
+ * contiguous on both sides since the instances share the page layout --
+ * mixed with the block's logical coordinates (room, layer, component,
+ * position of its page in the room, head of the pair or token): the sum does
+ * not depend on the order blocks are visited in, so each side walks its own
+ * pool with its own page ids, stride and TP slice, while a byte that is
+ * wrong or a row in the wrong place changes the digest.
  */
 #ifndef KVX_CORE_VERIFY_H
 #define KVX_CORE_VERIFY_H
@@ -43,8 +45,8 @@ typedef struct verify_units {
 
 /* Units in all (runs x layers x components). */
 size_t verify_count(const verify_units_t *u);
-/* Units that are checked: all (full), or a deterministic 1 in rate of them,
- * at least one (sample). */
+/* Units that are checked: all (full), or each with chance 1 in rate, drawn
+ * from (room, unit) (sample). */
 size_t verify_checked(const verify_units_t *u);
 /* Is unit k (of verify_count()) checked? */
 int verify_selected(const verify_units_t *u, size_t k);
