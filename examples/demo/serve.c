@@ -25,13 +25,14 @@
  *      clock that admits it (the slowest rank's: no rank opens a room before
  *      its arrival).
  *
- * An instance of the other role that lost a rank cannot serve any more: once
- * a room with it failed with KVX_ERR_PEER_LOST here, and the TP ranks agreed
- * so in that collective, the instance offers it nothing more, as a router
- * stops sending to a dead instance. Requests are routed up front, so the ones
- * routed to it fail at once without a room (KVX_ERR_PEER_LOST, stage
- * bootstrap, counted as not offered) instead of opening one room after
- * another that kvx fails at once: a run ends soon after it lost the
+ * An instance of the other role that lost a rank cannot serve any more.
+ * Once a room with it failed here with KVX_ERR_PEER_LOST (on any TP rank:
+ * the step's collective tells them all at once), this instance offers it
+ * nothing more, as a router stops sending to a dead instance. Requests are
+ * routed up front, so the ones routed to it fail at once without a room
+ * (KVX_ERR_PEER_LOST, stage bootstrap; the summary counts them with the
+ * refused rooms, which kvx never opened either) rather than in one room
+ * after another that kvx fails at once: a run ends soon after it lost the
  * instances it depends on.
  */
 #include "demo.h"
@@ -150,8 +151,6 @@ void demo_serve_cleanup(demo_serve_t *s)
 
 /* ---- 1. admission ---------------------------------------------------------------- */
 
-/* A room kvx refused to open fails here, the same way on every TP rank
- * (the refusal depends only on what all of them passed). */
 /* A request that failed on this rank without a room kvx knows of. */
 static void fail_unopened(demo_serve_t *s, demo_outcome_t *out, kvx_status_t st)
 {
@@ -164,6 +163,8 @@ static void fail_unopened(demo_serve_t *s, demo_outcome_t *out, kvx_status_t st)
     out->at_s = demo_now() - s->t0;
 }
 
+/* A room kvx refused to open fails here, the same way on every TP rank
+ * (the refusal depends only on what all of them passed). */
 static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
 {
     fprintf(stderr, "kvx-demo: rank %d: room %llu: %s refused: %s\n", s->id.world_rank,
