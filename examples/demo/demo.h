@@ -189,6 +189,11 @@ typedef struct demo_serve {
     double clock; /* seconds after t0 that every TP rank has passed (arrivals) */
     demo_progress_t *progress;
     int broken; /* a TP sibling is lost: no collective over the instance */
+    /* Per instance of the other role: a room with it failed here with
+     * KVX_ERR_PEER_LOST (seen), and the TP ranks agreed so (shunned: no more
+     * requests are offered to it). */
+    int *peer_seen, *peer_shunned;
+    int npeer_instances;
 } demo_serve_t;
 
 /* KV pages per (layer, component) on every rank: --pool-pages, else room

@@ -211,7 +211,7 @@ void demo_progress_step(demo_progress_t *p, const demo_serve_t *s)
 
 void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s)
 {
-    double start = demo_now(), last = start;
+    double start = demo_now();
     int sent = 0;
 
     /* Bounded, like every exchange at the end (xchg.c): a reporter or rank 0
@@ -237,11 +237,13 @@ void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s)
         receive(p, 0);
         draw(p, demo_now() - s->t0, 0);
         demo_xchg_alive();
-        /* Wait while a reporter still due is heard from (it serves on). */
+        /* Wait while a reporter still due is heard from (it serves on); one
+         * silent for end_timeout already (behind a cut link, dead) is not
+         * waited for again. */
         for (int i = 0; i < p->instances; i++) {
             live |= !p->final[i] && demo_xchg_silence(first + i * p->decode_tp) < s->o->end_timeout;
         }
-        if (!live && demo_now() - last >= s->o->end_timeout) {
+        if (!live) {
             break;
         }
         usleep(1000);

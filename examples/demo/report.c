@@ -852,8 +852,8 @@ static void print_counters(const demo_report_t *r)
                uncounted);
     }
     if (r->crefused > 0) {
-        printf("  refused:     %llu of the failed rooms kvx refused to open: the demo counted "
-               "those (kvx never opened them)\n",
+        printf("  refused:     %llu of the failed rooms were never opened (kvx refused them, or "
+               "they were routed to a lost instance and not offered): the demo counted those\n",
                (unsigned long long)r->crefused);
     }
     for (size_t i = 0; i < r->nmismatch && i < sizeof(r->mismatch) / sizeof(r->mismatch[0]); i++) {

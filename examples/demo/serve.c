@@ -24,6 +24,16 @@
  *      and every step while the next --trace request has yet to arrive, the
  *      clock that admits it (the slowest rank's: no rank opens a room before
  *      its arrival).
+ *
+ * An instance of the other role that lost a rank cannot serve any more.
+ * Once a room with it failed here with KVX_ERR_PEER_LOST (on any TP rank:
+ * the step's collective tells them all at once), this instance offers it
+ * nothing more, as a router stops sending to a dead instance. Requests are
+ * routed up front, so the ones routed to it fail at once without a room
+ * (KVX_ERR_PEER_LOST, stage bootstrap; the summary counts them with the
+ * refused rooms, which kvx never opened either) rather than in one room
+ * after another that kvx fails at once: a run ends soon after it lost the
+ * instances it depends on.
  */
 #include "demo.h"
 
@@ -96,10 +106,13 @@ int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const
     s->ids = calloc(C, sizeof(uint64_t));
     s->round = calloc(C, sizeof(unsigned));
     s->agreed = calloc(C, sizeof(kvx_agreed_t));
-    s->sync = calloc(2 * (size_t)C + 2, sizeof(int));
+    s->npeer_instances = is_decode(s) ? s->id.prefill_instances : s->id.decode_instances;
+    s->sync = calloc(2 * (size_t)C + 2 + (size_t)s->npeer_instances, sizeof(int));
+    s->peer_seen = calloc((size_t)s->npeer_instances, sizeof(int));
+    s->peer_shunned = calloc((size_t)s->npeer_instances, sizeof(int));
     if (s->mine == NULL || s->out == NULL || s->flight == NULL || s->ids == NULL ||
-        s->round == NULL || s->agreed == NULL || s->sync == NULL ||
-        demo_kv_init(&s->kv, ctx, &o->kv, num_pages) != 0 ||
+        s->round == NULL || s->agreed == NULL || s->sync == NULL || s->peer_seen == NULL ||
+        s->peer_shunned == NULL || demo_kv_init(&s->kv, ctx, &o->kv, num_pages) != 0 ||
         demo_alloc_init(&s->pages, num_pages) != 0 ||
         demo_alloc_init(&s->aux, demo_aux_slots(o)) != 0) {
         return -1;
@@ -128,6 +141,8 @@ void demo_serve_cleanup(demo_serve_t *s)
     free(s->round);
     free(s->agreed);
     free(s->sync);
+    free(s->peer_seen);
+    free(s->peer_shunned);
     free(s->texts);
     demo_kv_cleanup(&s->kv);
     demo_alloc_cleanup(&s->pages);
@@ -136,15 +151,9 @@ void demo_serve_cleanup(demo_serve_t *s)
 
 /* ---- 1. admission ---------------------------------------------------------------- */
 
-/* A room kvx refused to open fails here, the same way on every TP rank
- * (the refusal depends only on what all of them passed). */
-static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
+/* A request that failed on this rank without a room kvx knows of. */
+static void fail_unopened(demo_serve_t *s, demo_outcome_t *out, kvx_status_t st)
 {
-    demo_outcome_t *out = &s->out[f->mine];
-
-    fprintf(stderr, "kvx-demo: rank %d: room %llu: %s refused: %s\n", s->id.world_rank,
-            (unsigned long long)f->req->id, is_decode(s) ? "recv_open" : "send_open",
-            kvx_status_name(st));
     out->concluded = 1;
     out->state = KVX_ROOM_FAILED;
     out->status = st;
@@ -152,6 +161,16 @@ static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
     out->origin = s->id.world_rank;
     out->origin_role = s->id.role;
     out->at_s = demo_now() - s->t0;
+}
+
+/* A room kvx refused to open fails here, the same way on every TP rank
+ * (the refusal depends only on what all of them passed). */
+static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
+{
+    fprintf(stderr, "kvx-demo: rank %d: room %llu: %s refused: %s\n", s->id.world_rank,
+            (unsigned long long)f->req->id, is_decode(s) ? "recv_open" : "send_open",
+            kvx_status_name(st));
+    fail_unopened(s, &s->out[f->mine], st);
     f->agreed = 1;
     f->closed = 1;
 }
@@ -185,11 +204,42 @@ static int admit_one(demo_serve_t *s, demo_flight_t *f)
     return 1;
 }
 
-static int serve_admit(demo_serve_t *s)
+static int peer_instance(const demo_serve_t *s, const demo_req_t *r)
+{
+    return is_decode(s) ? r->prefill : r->decode;
+}
+
+/* The requests at the head that arrived and are routed to an instance the
+ * TP ranks agreed is lost fail here, without a room: the same on every TP
+ * rank (peer_shunned changes only with the collective). */
+static int skip_shunned(demo_serve_t *s)
 {
     int busy = 0;
 
+    while (s->next < s->nmine) {
+        const demo_req_t *r = &s->reqs[s->mine[s->next]];
+
+        if (r->arrival > s->clock || !s->peer_shunned[peer_instance(s, r)]) {
+            break;
+        }
+        fail_unopened(s, &s->out[s->next], KVX_ERR_PEER_LOST);
+        s->next++;
+        s->done++;
+        s->failed++;
+        busy = 1;
+    }
+    return busy;
+}
+
+static int serve_admit(demo_serve_t *s)
+{
+    int busy = skip_shunned(s);
+
     for (unsigned i = 0; i < s->slots && s->next < s->nmine; i++) {
+        busy |= skip_shunned(s);
+        if (s->next == s->nmine) {
+            break;
+        }
         if (s->flight[i].req == NULL) {
             if (!admit_one(s, &s->flight[i])) {
                 break; /* first come, first served: the head waits for pages */
@@ -325,6 +375,8 @@ static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
         out->origin = why.origin_rank;
         out->origin_role = why.origin_role;
         out->injected = (why.flags & KVX_FAILURE_INJECTED) != 0;
+        /* Not when this instance lost a TP rank: that fails its rooms too. */
+        s->peer_seen[peer_instance(s, f->req)] |= why.status == KVX_ERR_PEER_LOST && !s->broken;
         if (is_decode(s) && s->id.tp_rank == 0) {
             keep_text(s, out->req, &why);
         }
@@ -468,6 +520,21 @@ static int sync_needed(const demo_serve_t *s)
     return 0;
 }
 
+/* The instances of the other role some TP rank saw lost: offered nothing
+ * more from now on (skip_shunned()). */
+static void shun_lost(demo_serve_t *s, const int *seen)
+{
+    for (int k = 0; k < s->npeer_instances; k++) {
+        if (seen[k] && !s->peer_shunned[k]) {
+            s->peer_shunned[k] = 1;
+            fprintf(stderr,
+                    "kvx-demo: rank %d: %s[%d] is lost: the requests routed to it are not "
+                    "offered any more (they fail as peer lost, without a room)\n",
+                    s->id.world_rank, is_decode(s) ? "prefill" : "decode", k);
+        }
+    }
+}
+
 /* Retires the rooms every TP rank closed. Returns 1 when this instance is
  * done (all its requests, or the time limit). */
 static int serve_sync(demo_serve_t *s, int *busy)
@@ -483,12 +550,18 @@ static int serve_sync(demo_serve_t *s, int *busy)
     }
     v[2 * C] = demo_now() - s->t0 > s->o->time_limit;
     v[2 * C + 1] = -(int)((demo_now() - s->t0) * 1e3); /* the max of minus: the slowest clock */
+    for (int k = 0; k < s->npeer_instances; k++) {
+        v[2 * C + 2 + k] = s->peer_seen[k];
+    }
     if (s->broken) {
         /* No collective over a broken instance: this rank alone decides. */
         s->clock = demo_now() - s->t0;
+        shun_lost(s, v + 2 * C + 2);
     } else if (sync_needed(s)) {
-        MPI_Allreduce(MPI_IN_PLACE, v, (int)(2 * C + 2), MPI_INT, MPI_MAX, s->tp);
+        MPI_Allreduce(MPI_IN_PLACE, v, (int)(2 * C + 2) + s->npeer_instances, MPI_INT, MPI_MAX,
+                      s->tp);
         s->clock = -v[2 * C + 1] / 1e3;
+        shun_lost(s, v + 2 * C + 2);
     } else {
         v[2 * C] = 0; /* decided together, at the next collective */
     }

@@ -197,7 +197,8 @@ kvx_status_t topo_discover(topo_t *topo, kvx_failure_t *reason_p)
         topo->tcp = 1;
         status = discover_nics_of(topo, HWLOC_OBJ_OSDEV_NETWORK, reason_p);
     }
-    if (status == KVX_OK) {
+    if (status == KVX_OK && topo->nnics > 1) {
+        /* Not with none: topo->nics is NULL then, which qsort may not get. */
         qsort(topo->nics, topo->nnics, sizeof(*topo->nics), discover_nic_cmp);
     }
     return status;

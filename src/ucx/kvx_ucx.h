@@ -76,6 +76,7 @@ struct kucx_ctx {
     kucx_am_cb_t data_cb; /* the data handler every data worker calls */
     void *data_arg;
     uint64_t memory_types; /* UCS_BIT(ucs_memory_type_t) the context can access */
+    int abandoned;         /* kucx_workers_abandon(): the context is never cleaned up */
 };
 
 static inline kucx_worker_t *kucx_worker(kucx_ctx_t *u, int group, kucx_plane_t plane)
@@ -96,6 +97,12 @@ void kucx_memory_types_name(uint64_t types, char *buf, size_t len);
  * hold); the context stays for kucx_region_unmap(). kucx_ctx_cleanup() calls
  * it when needed. */
 void kucx_workers_destroy(kucx_ctx_t *u);
+/* Forgets the workers without destroying them, and makes kucx_ctx_cleanup()
+ * leave the context: for endpoints UCX cannot tear down (src/core/setup/
+ * bootstrap.c says which). Their memory stays allocated until the process
+ * exits; nothing progresses them any more. The context stays usable for
+ * kucx_region_unmap(). */
+void kucx_workers_abandon(kucx_ctx_t *u);
 /* Progresses every worker, control workers first. */
 unsigned kucx_progress(kucx_ctx_t *u);
 /* Do all workers have event fds (may the progress thread sleep)? */

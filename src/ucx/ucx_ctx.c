@@ -7,6 +7,7 @@
 #include "util/failure.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,10 +150,48 @@ void kucx_workers_destroy(kucx_ctx_t *u)
     }
 }
 
+/* What kucx_workers_abandon() left, reachable from here until the process
+ * exits: deliberately kept. LeakSanitizer still reports the few objects UCX
+ * points to only from memory it does not scan (each endpoint's extension,
+ * from ucp_ep_create; shared-memory segment descriptors, uct_mm_seg_new). */
+typedef struct kucx_abandoned {
+    struct kucx_abandoned *next;
+    ucp_context_h context;
+    int nworkers;
+    ucp_worker_h workers[];
+} kucx_abandoned_t;
+
+static kucx_abandoned_t *abandoned;
+static pthread_mutex_t abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void kucx_workers_abandon(kucx_ctx_t *u)
+{
+    int n = u->w != NULL ? u->ngroups * KUCX_PLANES : 0;
+    kucx_abandoned_t *a = malloc(sizeof(*a) + (size_t)n * sizeof(a->workers[0]));
+
+    if (a != NULL) {
+        a->context = u->context;
+        a->nworkers = n;
+        for (int i = 0; i < n; i++) {
+            a->workers[i] = u->w[i].worker;
+        }
+        pthread_mutex_lock(&abandoned_lock);
+        a->next = abandoned;
+        abandoned = a;
+        pthread_mutex_unlock(&abandoned_lock);
+    }
+    for (int i = 0; i < n; i++) {
+        u->w[i].worker = NULL;
+        u->w[i].efd = -1;
+    }
+    /* ucp_cleanup() would free what the workers still use. */
+    u->abandoned = 1;
+}
+
 void kucx_ctx_cleanup(kucx_ctx_t *u)
 {
     kucx_workers_destroy(u);
-    if (u->context != NULL) {
+    if (u->context != NULL && !u->abandoned) {
         ucp_cleanup(u->context);
     }
     free(u->w);
@@ -166,7 +205,10 @@ unsigned kucx_progress(kucx_ctx_t *u)
 
     for (int plane = KUCX_CTRL; plane >= KUCX_DATA; plane--) {
         for (int g = 0; g < u->ngroups; g++) {
-            n += ucp_worker_progress(kucx_worker(u, g, (kucx_plane_t)plane)->worker);
+            ucp_worker_h w = kucx_worker(u, g, (kucx_plane_t)plane)->worker;
+
+            /* NULL once destroyed or abandoned (kvx_ctx_destroy()). */
+            n += w != NULL ? ucp_worker_progress(w) : 0;
         }
     }
     return n;

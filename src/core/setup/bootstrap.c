@@ -642,16 +642,45 @@ kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why)
     return status;
 }
 
-void bootstrap_close_endpoints(kvx_ctx_t *ctx)
+/* A peer lost by silence across the network (a cut link, a dead host):
+ * UCX still holds its endpoints as healthy, with puts it will never see
+ * acknowledged. UCX 1.13 cannot tear such a TCP endpoint down: both a
+ * forced close (ucp_ep_close_nbx -> uct_tcp_ep_flush) and destroying the
+ * worker (-> uct_tcp_ep_destroy) first complete the requests on the UCP side
+ * and then invoke their completions again from the TCP endpoint's queue of
+ * unacknowledged puts, and abort the process ("uct_iface.h:884 Assertion
+ * `comp->count > 0' failed ... status=-16"). A peer on this host is not one:
+ * its endpoints fail when it dies (UCX reports the reset). */
+static int bootstrap_unreachable(const peer_t *peer)
 {
+    return peer->lost && peer->peer_mode && !peer->ep_failed && !peer->same_host;
+}
+
+int bootstrap_close_endpoints(kvx_ctx_t *ctx)
+{
+    char names[512];
+    size_t o = 0;
+    int left = 0;
+
+    names[0] = '\0';
     for (int i = 0; i < ctx->npeers; i++) {
         peer_t *peer = &ctx->peers[i];
         int data_closed = 1;
+        int unreachable = bootstrap_unreachable(peer);
 
         /* A lost peer's endpoint may hold puts that can never complete:
          * in peer error mode a forced close cancels them; otherwise
-         * destroying the worker completes them (bootstrap_cleanup()). */
-        int stuck = peer->lost && !peer->peer_mode;
+         * destroying the worker completes them (bootstrap_cleanup()). An
+         * unreachable peer's endpoints are left open, with their keys. */
+        int stuck = (peer->lost && !peer->peer_mode) || unreachable;
+
+        if (unreachable) {
+            left++;
+            if (o < sizeof(names)) {
+                o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "",
+                                      peer->name);
+            }
+        }
 
         /* Keys go before their endpoint, once nothing uses them; those of
          * an endpoint that failed too (closed when UCX reported it), or
@@ -680,6 +709,12 @@ void bootstrap_close_endpoints(kvx_ctx_t *ctx)
             kvx_warn("closing the endpoint to %s did not finish", peer->name);
         }
     }
+    if (left > 0) {
+        kvx_info("destroy: left open the endpoints to unreachable %s, and so the UCX workers "
+                 "and context (UCX 1.13 aborts when it closes them)",
+                 names);
+    }
+    return left;
 }
 
 void bootstrap_cleanup(kvx_ctx_t *ctx)

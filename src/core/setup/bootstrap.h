@@ -10,8 +10,11 @@
 kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why);
 void bootstrap_cleanup(kvx_ctx_t *ctx);
 /* Force-closes every endpoint: UCX completes what it still held (with an
- * error) through the usual callbacks. */
-void bootstrap_close_endpoints(kvx_ctx_t *ctx);
+ * error) through the usual callbacks. The endpoints of a peer lost across
+ * the network whose endpoints UCX still holds as healthy are left open (UCX
+ * 1.13 aborts when it closes them, bootstrap.c): returns how many peers'
+ * were, and then the workers must not be destroyed either. */
+int bootstrap_close_endpoints(kvx_ctx_t *ctx);
 /* Same status and reason on every rank of comm: the lowest failing rank's. */
 kvx_status_t bootstrap_agree(MPI_Comm comm, kvx_status_t status, kvx_failure_t *why);
 

@@ -564,10 +564,16 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
     stats_export_final(ctx);
     ctx_unregister(ctx);
     progress_stop(ctx);
-    bootstrap_close_endpoints(ctx);
-    /* What UCX still holds (puts to a dead peer) completes here, through
-     * callbacks that use the rooms: those are freed after. */
-    kucx_workers_destroy(&ctx->ucx);
+    if (bootstrap_close_endpoints(ctx) == 0) {
+        /* What UCX still holds (puts to a dead peer) completes here, through
+         * callbacks that use the rooms: those are freed after. */
+        kucx_workers_destroy(&ctx->ucx);
+    } else {
+        /* Endpoints to unreachable peers were left open: destroying their
+         * workers would abort the process. Nothing progresses the workers
+         * again, so no callback runs into the rooms freed below. */
+        kucx_workers_abandon(&ctx->ucx);
+    }
     free(byes);
     while (ctx->out_head != NULL) {
         outmsg_t *m = ctx->out_head;
