@@ -179,7 +179,7 @@ static void verify_point(verify_job_t *j, bench_out_t *out, size_t bytes, int fr
 static void verify_header(verify_job_t *j, bench_out_t *out)
 {
     const bench_opts_t *o = j->o;
-    const char *rate = "8";
+    const char *rate = "?";
     kvx_config_var_t v;
 
     for (size_t i = 0; kvx_config_var(i, &v) == KVX_OK; i++) {
