@@ -371,9 +371,11 @@ typedef enum kvx_mem_type { KVX_MEM_HOST = 0, KVX_MEM_CUDA } kvx_mem_type_t;
  *  - SAMPLE: each unit with chance 1 in KVX_VERIFY_SAMPLE, drawn from the
  *    room id and the unit (the same on both sides), and always the aux row;
  *  - FULL: every unit and the aux row.
- * Host pools only: a CUDA pool (or the staged path) is not digested yet; a
- * room whose writer could not digest is not checked (kvx_ctx_stats()
- * counts it). Cost: docs/perf (kvx-bench put and pages, --verify).
+ * A CUDA pool is read back to host through a copy engine of kvx's own
+ * (cudaMemcpyAsync and a wait, on the progress thread) to be digested; a
+ * rank that cannot do so warns at creation and its rooms are not checked
+ * (kvx_ctx_stats() counts them). Cost: docs/perf/notes/2026-12-02-verify.md
+ * (kvx-bench verify).
  */
 typedef enum kvx_verify {
     KVX_VERIFY_DEFAULT = 0, /**< as the KVX_VERIFY variable says (off by default) */

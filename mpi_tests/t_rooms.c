@@ -762,10 +762,10 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
         }
     }
     t1 = now_s();
-    if (cor.mode > 0 && id.role == KVX_ROLE_DECODE && !d.on) {
+    if (cor.mode > 0 && id.role == KVX_ROLE_DECODE) {
         kvx_stats_t st;
 
-        /* KVX_VERIFY checked what landed here (a host pool). */
+        /* KVX_VERIFY checked what landed here (a CUDA pool read back). */
         memset(&st, 0, sizeof(st));
         if (kvx_ctx_stats(ctx, &st) != KVX_OK || st.verify_units == 0 || st.verify_unchecked != 0) {
             FAIL("KVX_VERIFY: %llu units checked, %llu writers' parts unchecked",

@@ -120,7 +120,7 @@ static const cfg_row_t cfg_table[] = {
       "Whether a decode rank checks the KV that landed against the writer's XXH3 digests before "
       "a room may be SUCCESS: off, sample (each unit of (layer, component, up to 64 consecutive "
       "pages) with chance 1 in KVX_VERIFY_SAMPLE, and the aux row) or full. A mismatch fails "
-      "the room with KVX_ERR_CORRUPT at stage verify. Host pools only.",
+      "the room with KVX_ERR_CORRUPT at stage verify. CUDA pools are read back to be digested.",
       CFG_FIELD(verify), cfg_verify_modes, 0, 0 },
     { "KVX_VERIFY_SAMPLE", CFG_INT, "32",
       "With KVX_VERIFY=sample: each unit is checked with chance 1 in this many, drawn from the "

@@ -88,7 +88,8 @@ struct kvx_ctx {
     unsigned landing;                               /* data messages being received */
     int pack_kick;                                  /* a slot or a data message completed */
     cstage_t cstage;                                /* cuda_stage.c: the memory path */
-    struct stats *stats;                            /* stats.c: counters, health, metrics file */
+    struct verify_dev *vdev; /* verify.c: reads a CUDA pool back for KVX_VERIFY, or NULL */
+    struct stats *stats;     /* stats.c: counters, health, metrics file */
     /* Decode: which room holds each page of the pool (room.c: room_pages_*),
      * so that no page is granted to two rooms, nor one quarantined. */
     uint64_t *page_room; /* [page, then num_pages + aux slot] the room holding it

@@ -24,7 +24,7 @@
 
 int receiver_verify_mode(const kvx_ctx_t *ctx)
 {
-    return ctx->pool.type == KVX_MEM_HOST ? ctx->cfg.verify : 0;
+    return ctx->pool.type == KVX_MEM_HOST || ctx->vdev != NULL ? ctx->cfg.verify : 0;
 }
 
 /* Sends the grant (PREALLOC) to every prefill rank of the room. */
@@ -261,8 +261,14 @@ static void receiver_corrupt(kvx_ctx_t *ctx, room_t *room, const verify_units_t 
     unsigned layer, comp;
     size_t pos;
     unsigned char *b = verify_pick_byte(u, side, ctx->rank, &layer, &comp, &pos);
+    kvx_failure_t why;
 
-    *b ^= 0x20;
+    if (side->dev == NULL) {
+        *b ^= 0x20;
+    } else if (verify_dev_xor(side->dev, b, 0x20, &why) != KVX_OK) {
+        kvx_rwarn(room->id, "injected: cannot flip a byte of device memory: %s", why.text);
+        return;
+    }
     kvx_rwarn(room->id, "injected: flipped a byte of layer %u %s page %u after it landed", layer,
               receiver_comp_name(ctx, comp), room->pages[pos]);
 }
@@ -278,7 +284,8 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
                          ctx->my.comps, s->pair.nheads,
                          room->pages,   room->npages,
                          mode,          (unsigned)ctx->cfg.verify_sample };
-    verify_side_t side = { &ctx->my, ctx->num_pages, ctx->pool.buf, room->pages, s->pair.dst_head };
+    verify_side_t side = { &ctx->my,    ctx->num_pages,   ctx->pool.buf,
+                           room->pages, s->pair.dst_head, ctx->vdev };
     fault_action_t act;
     kvx_failure_t f;
     uint64_t *mine;
@@ -319,7 +326,17 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
         room_fail(ctx, room, &f, 1);
         return 0;
     }
-    verify_digest(&u, &side, mine);
+    if (verify_digest(&u, &side, mine, &f) != KVX_OK) {
+        char text[sizeof(f.text)];
+
+        snprintf(text, sizeof(text), "%s", f.text);
+        failure_set_room(&f, room->id, f.status, KVX_STAGE_VERIFY, NULL,
+                         "cannot read back what landed from %s to check it: %.200s", s->peer->name,
+                         text);
+        free(mine);
+        room_fail(ctx, room, &f, 1);
+        return 0;
+    }
     for (size_t j = 0, k = 0; j < n; k++) {
         unsigned layer, comp;
         size_t pos, len;

@@ -125,19 +125,22 @@ static void sender_send_drained(kvx_ctx_t *ctx, target_t *t)
 /* The DONE of a writer: with the digests of what it wrote when the decode
  * rank asked (KVX_VERIFY), computed from the source pages now that every
  * put is remotely complete -- what the decode must hold. A device pool is
- * not digested (verify 0 in the DONE: the decode counts the room unchecked). */
+ * read back (ctx->vdev); without that (verify 0 in the DONE) the decode
+ * counts the writer's part unchecked. */
 static void *sender_new_done(kvx_ctx_t *ctx, target_t *t, size_t *len_p)
 {
     room_t *room = t->room;
     msg_done_t d = { t->bytes, t->puts, 0, 0, 0, 0, 0 };
     verify_units_t u = { room->id, ctx->my.kv.layers,  ctx->my.comps,  t->pair.nheads,
                          t->dst,   room->npages_total, (int)t->verify, t->verify_rate };
-    verify_side_t side = { &ctx->my, ctx->num_pages, ctx->pool.buf, room->src, t->pair.src_head };
+    verify_side_t side = { &ctx->my,  ctx->num_pages,   ctx->pool.buf,
+                           room->src, t->pair.src_head, ctx->vdev };
     uint64_t *digests = NULL;
+    kvx_failure_t why;
     size_t n = 0;
     void *m;
 
-    if (t->verify == 0 || ctx->pool.type != KVX_MEM_HOST) {
+    if (t->verify == 0 || (ctx->pool.type != KVX_MEM_HOST && ctx->vdev == NULL)) {
         return msg_new_done(ctx->rank, room->id, t->nonce, t->bytes, t->puts, len_p);
     }
     n = verify_checked(&u);
@@ -147,7 +150,11 @@ static void *sender_new_done(kvx_ctx_t *ctx, target_t *t, size_t *len_p)
         kvx_rwarn(room->id, "no digests for %s: %zu units", t->peer->name, n);
         return msg_new_done(ctx->rank, room->id, t->nonce, t->bytes, t->puts, len_p);
     }
-    verify_digest(&u, &side, digests);
+    if (verify_digest(&u, &side, digests, &why) != KVX_OK) {
+        free(digests);
+        kvx_rwarn(room->id, "no digests for %s: %s", t->peer->name, why.text);
+        return msg_new_done(ctx->rank, room->id, t->nonce, t->bytes, t->puts, len_p);
+    }
     d.verify = t->verify;
     if (t->aux_slot >= 0 && t->aux_row != NULL) {
         msg_aux_header_t h;

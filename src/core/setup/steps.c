@@ -18,6 +18,7 @@
 #include "core/setup/bootstrap.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
+#include "core/xfer/verify.h"
 #include "mpi/kvx_mpi.h"
 #include "topo/topo.h"
 #include "util/failure.h"
@@ -417,9 +418,14 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     }
     ctx_open(ctx);
     if (ctx->cfg.verify > 0 && ctx->pool.type != KVX_MEM_HOST) {
-        kvx_warn("KVX_VERIFY=%s: this rank's pool is CUDA memory, which KVX_VERIFY does not digest "
-                 "yet: what it sends or receives is not checked",
-                 ctx->cfg.verify == 2 ? "full" : "sample");
+        kvx_failure_t vwhy;
+
+        /* Any rank may be asked for digests: a CUDA pool is read back. */
+        if (verify_dev_create(ctx->pool.dev, &ctx->vdev, &vwhy) != KVX_OK) {
+            kvx_warn("KVX_VERIFY=%s: this rank's pool is CUDA memory and cannot be read back (%s): "
+                     "what it sends or receives is not checked",
+                     ctx->cfg.verify == 2 ? "full" : "sample", vwhy.text);
+        }
     }
     kvx_info("context ready: %s[%d].tp%d of %d, %zu pages of %zu bytes per buffer, %d peers",
              kvx_role_name(ctx->role), ctx->instance, ctx->tp_rank, ctx->tp_size, ctx->num_pages,
@@ -590,6 +596,7 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
     }
     bootstrap_cleanup(ctx);
     cstage_cleanup(ctx);
+    verify_dev_destroy(ctx->vdev);
     pool_cleanup(ctx);
     kucx_ctx_cleanup(&ctx->ucx);
     ctx_free(ctx);

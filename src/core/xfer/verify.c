@@ -8,9 +8,87 @@
 #include "config.h"
 
 #include "core/xfer/verify.h"
+#include "mem/mem.h"
 #include "util/mix.h"
 
+#include <stdlib.h>
 #include <xxhash.h>
+
+struct verify_dev {
+    mem_copier_t *copier;
+    char *buf; /* host copy of the last span read back */
+    size_t cap;
+};
+
+kvx_status_t verify_dev_create(int dev, verify_dev_t **vd_p, kvx_failure_t *why)
+{
+    verify_dev_t *vd = calloc(1, sizeof(*vd));
+    kvx_status_t status;
+
+    *vd_p = NULL;
+    if (vd == NULL) {
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory for KVX_VERIFY");
+        return KVX_ERR_NO_MEMORY;
+    }
+    status = mem_copier_create(KVX_MEM_CUDA, dev, &vd->copier, why);
+    if (status != KVX_OK) {
+        free(vd);
+        return status;
+    }
+    *vd_p = vd;
+    return KVX_OK;
+}
+
+void verify_dev_destroy(verify_dev_t *vd)
+{
+    if (vd != NULL) {
+        mem_copier_destroy(vd->copier);
+        free(vd->buf);
+        free(vd);
+    }
+}
+
+/* Copies len bytes of device memory to host and waits for them. */
+static kvx_status_t verify_dev_copy(verify_dev_t *vd, void *dst, const void *src, size_t len,
+                                    kvx_failure_t *why)
+{
+    uint64_t ticket = 0;
+    kvx_status_t status = mem_copier_copy(vd->copier, dst, src, len, why);
+
+    if (status == KVX_OK) {
+        status = mem_copier_fence(vd->copier, &ticket, why);
+    }
+    return status == KVX_OK ? mem_copier_wait(vd->copier, ticket, why) : status;
+}
+
+/* The host copy of [src, src + len) of device memory, valid until the next
+ * read; NULL on error (why). */
+static const char *verify_dev_read(verify_dev_t *vd, const char *src, size_t len,
+                                   kvx_failure_t *why)
+{
+    if (len > vd->cap) {
+        char *grown = realloc(vd->buf, len);
+
+        if (grown == NULL) {
+            failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_VERIFY, NULL,
+                        "no memory to read %zu bytes of the pool back", len);
+            return NULL;
+        }
+        vd->buf = grown;
+        vd->cap = len;
+    }
+    return verify_dev_copy(vd, vd->buf, src, len, why) == KVX_OK ? vd->buf : NULL;
+}
+
+kvx_status_t verify_dev_xor(verify_dev_t *vd, void *dev_byte, unsigned char bits,
+                            kvx_failure_t *why)
+{
+    unsigned char b;
+    kvx_status_t status = verify_dev_copy(vd, &b, dev_byte, 1, why);
+
+    b ^= bits;
+    return status == KVX_OK ? verify_dev_copy(vd, dev_byte, &b, 1, why) : status;
+}
 
 /* The run of consecutive decode pages that starts at pos: its length. */
 static size_t verify_run(const verify_units_t *u, size_t pos)
@@ -76,9 +154,12 @@ static uint64_t verify_base(const verify_units_t *u, unsigned layer, unsigned co
 /* One unit: positions [pos, pos + n) of (layer, comp), in blocks that are
  * contiguous on every side of a pair (the page layout is the instances'
  * common one): the page_size rows of one head of one page (HND,
- * HEAD_MAJOR), or the pair's heads of one token (NHD). */
-static uint64_t verify_one(const verify_units_t *u, const verify_side_t *s, unsigned layer,
-                           unsigned comp, size_t pos, size_t n)
+ * HEAD_MAJOR), or the pair's heads of one token (NHD). A device pool is read
+ * back a page's span at a time (HND, NHD) or a block at a time (HEAD_MAJOR,
+ * whose heads lie num_pages pages apart). */
+static kvx_status_t verify_one(const verify_units_t *u, const verify_side_t *s, unsigned layer,
+                               unsigned comp, size_t pos, size_t n, uint64_t *sum_p,
+                               kvx_failure_t *why)
 {
     kvl_strides_t st = kvl_strides(s->kvl, s->num_pages);
     const char *buf = s->bufs[layer * u->comps + comp];
@@ -86,21 +167,35 @@ static uint64_t verify_one(const verify_units_t *u, const verify_side_t *s, unsi
     uint64_t base = verify_base(u, layer, comp), sum = 0;
     size_t row = s->kvl->row;
     int nhd = s->kvl->kv.page_layout == KVX_PAGE_NHD;
+    int per_block = s->kvl->kv.page_layout == KVX_PAGE_HEAD_MAJOR;
+    unsigned nblocks = nhd ? tokens : u->nheads;
+    size_t stride = nhd ? st.token : st.head, len = (nhd ? u->nheads : tokens) * row;
 
     for (size_t i = pos; i < pos + n; i++) {
         const char *page = buf + (size_t)s->pages[i] * st.page + (size_t)s->first_head * st.head;
 
-        for (unsigned b = 0; b < (nhd ? tokens : u->nheads); b++) {
-            const char *block = page + (size_t)b * (nhd ? st.token : st.head);
-            uint64_t h = XXH3_64bits(block, (nhd ? u->nheads : tokens) * row);
+        if (s->dev != NULL && !per_block &&
+            (page = verify_dev_read(s->dev, page, (nblocks - 1) * stride + len, why)) == NULL) {
+            return why->status;
+        }
+        for (unsigned b = 0; b < nblocks; b++) {
+            const char *block = page + (size_t)b * stride;
+            uint64_t h;
 
+            if (s->dev != NULL && per_block &&
+                (block = verify_dev_read(s->dev, block, len, why)) == NULL) {
+                return why->status;
+            }
+            h = XXH3_64bits(block, len);
             sum += kvx_mix64(h ^ verify_key(base, i, nhd ? 0xffffu : b, nhd ? b : 0xffffu));
         }
     }
-    return sum;
+    *sum_p = sum;
+    return KVX_OK;
 }
 
-void verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t *out)
+kvx_status_t verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t *out,
+                           kvx_failure_t *why)
 {
     size_t k = 0, j = 0;
 
@@ -108,12 +203,16 @@ void verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t 
         n = verify_run(u, pos);
         for (unsigned l = 0; l < u->layers; l++) {
             for (unsigned c = 0; c < u->comps; c++, k++) {
-                if (verify_selected(u, k)) {
-                    out[j++] = verify_one(u, side, l, c, pos, n);
+                kvx_status_t status;
+
+                if (verify_selected(u, k) &&
+                    (status = verify_one(u, side, l, c, pos, n, &out[j++], why)) != KVX_OK) {
+                    return status;
                 }
             }
         }
     }
+    return KVX_OK;
 }
 
 void verify_unit(const verify_units_t *u, size_t k, unsigned *layer, unsigned *comp, size_t *pos,

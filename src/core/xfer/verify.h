@@ -18,11 +18,22 @@
 #define KVX_CORE_VERIFY_H
 
 #include "core/base/kvlayout.h"
+#include "util/failure.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
 #define VERIFY_UNIT_PAGES 64
+
+/* A pool kvx cannot read (CUDA memory): read back through a copy engine of
+ * its own, one page's rows (or, in HEAD_MAJOR, one block) at a time, into a
+ * host buffer. */
+typedef struct verify_dev verify_dev_t;
+kvx_status_t verify_dev_create(int dev, verify_dev_t **vd_p, kvx_failure_t *why);
+void verify_dev_destroy(verify_dev_t *vd);
+/* Flips bits of one byte of device memory (effect=corrupt). */
+kvx_status_t verify_dev_xor(verify_dev_t *vd, void *dev_byte, unsigned char bits,
+                            kvx_failure_t *why);
 
 /* What is digested: the pair's rows of a room, as one side holds them. */
 typedef struct verify_side {
@@ -31,6 +42,7 @@ typedef struct verify_side {
     void *const *bufs;     /* [layer * comps + comp] */
     const uint32_t *pages; /* this side's page of each position of the room */
     unsigned first_head;   /* the pair's first head in this pool */
+    verify_dev_t *dev;     /* bufs are device memory, read back through it; NULL: host */
 } verify_side_t;
 
 /* The units of a room between one writer and one decode rank. */
@@ -50,8 +62,10 @@ size_t verify_count(const verify_units_t *u);
 size_t verify_checked(const verify_units_t *u);
 /* Is unit k (of verify_count()) checked? */
 int verify_selected(const verify_units_t *u, size_t k);
-/* The digests of the checked units, in unit order, into out[verify_checked()]. */
-void verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t *out);
+/* The digests of the checked units, in unit order, into out[verify_checked()].
+ * KVX_OK, or the copy engine's error (a device pool) in *why. */
+kvx_status_t verify_digest(const verify_units_t *u, const verify_side_t *side, uint64_t *out,
+                           kvx_failure_t *why);
 /* Where unit k is: layer, component, first position and pages. */
 void verify_unit(const verify_units_t *u, size_t k, unsigned *layer, unsigned *comp, size_t *pos,
                  size_t *n);
