@@ -202,19 +202,14 @@ static void room_api_replay(kvx_ctx_t *ctx, room_t *room)
     }
 }
 
-/* Right after open: a peer of the room already lost or shutting down fails
- * it now (not at its bootstrap deadline), and so does an injected bootstrap
- * fault -- unless the decode instance already agreed the room SUCCESS (its
- * AGREED, kept for a prefill rank that writes nothing and opened late): that
- * outcome is final, and nothing the peer could still do changes it. */
+/* Right after open: a peer of the room already lost, or shutting down while
+ * the room still waits for it (peer_fail_if_gone()), fails it now (not at
+ * its bootstrap deadline), and so does an injected bootstrap fault. */
 static void room_api_opened(kvx_ctx_t *ctx, room_t *room)
 {
     fault_action_t act;
 
     stats_room_opened(ctx, room);
-    if (room->side == KVX_ROLE_PREFILL && room->decode_agreed) {
-        return;
-    }
     for (unsigned t = 0; t < room->ntargets; t++) {
         peer_fail_if_lost(ctx, room, room->targets[t].peer);
         peer_fail_if_gone(ctx, room, room->targets[t].peer);

@@ -153,6 +153,9 @@ static int peer_involved(const room_t *room, const peer_t *peer)
  * reported the room SUCCESS, a prefill rank that has not said DONE? */
 static int peer_owes(const room_t *room, const peer_t *peer)
 {
+    if (room->side == KVX_ROLE_PREFILL && room->decode_agreed) {
+        return 0; /* the decode instance's SUCCESS is final */
+    }
     for (unsigned t = 0; t < room->ntargets; t++) {
         if (room->targets[t].peer == peer && !room->targets[t].received) {
             return 1;
