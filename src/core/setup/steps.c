@@ -421,7 +421,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
         kvx_failure_t vwhy;
 
         /* Any rank may be asked for digests: a CUDA pool is read back. */
-        if (verify_dev_create(ctx->pool.dev, &ctx->vdev, &vwhy) != KVX_OK) {
+        if (verify_dev_create(ctx->pool.dev, ctx->cfg.drain_timeout, &ctx->vdev, &vwhy) != KVX_OK) {
             kvx_warn("KVX_VERIFY=%s: this rank's pool is CUDA memory and cannot be read back (%s): "
                      "what it sends or receives is not checked",
                      ctx->cfg.verify == 2 ? "full" : "sample", vwhy.text);

@@ -10,17 +10,19 @@
 #include "core/xfer/verify.h"
 #include "mem/mem.h"
 #include "util/mix.h"
+#include "util/time.h"
 
 #include <stdlib.h>
 #include <xxhash.h>
 
 struct verify_dev {
     mem_copier_t *copier;
-    char *buf; /* host copy of the last span read back */
+    uint64_t limit_ns; /* a read-back that takes longer fails (no endless wait) */
+    char *buf;         /* host copy of the last span read back */
     size_t cap;
 };
 
-kvx_status_t verify_dev_create(int dev, verify_dev_t **vd_p, kvx_failure_t *why)
+kvx_status_t verify_dev_create(int dev, uint64_t limit_ns, verify_dev_t **vd_p, kvx_failure_t *why)
 {
     verify_dev_t *vd = calloc(1, sizeof(*vd));
     kvx_status_t status;
@@ -35,6 +37,7 @@ kvx_status_t verify_dev_create(int dev, verify_dev_t **vd_p, kvx_failure_t *why)
         free(vd);
         return status;
     }
+    vd->limit_ns = limit_ns;
     *vd_p = vd;
     return KVX_OK;
 }
@@ -55,10 +58,21 @@ static kvx_status_t verify_dev_copy(verify_dev_t *vd, void *dst, const void *src
     uint64_t ticket = 0;
     kvx_status_t status = mem_copier_copy(vd->copier, dst, src, len, why);
 
+    uint64_t done = 0, deadline = kvx_now_ns() + vd->limit_ns;
+
     if (status == KVX_OK) {
         status = mem_copier_fence(vd->copier, &ticket, why);
     }
-    return status == KVX_OK ? mem_copier_wait(vd->copier, ticket, why) : status;
+    while (status == KVX_OK && (status = mem_copier_poll(vd->copier, &done, why)) == KVX_OK &&
+           done < ticket) {
+        if (kvx_now_ns() > deadline) {
+            failure_set(why, KVX_ERR_TIMEOUT, KVX_STAGE_VERIFY, NULL,
+                        "a copy of %zu bytes of the pool did not complete within %.1f s", len,
+                        kvx_ns_to_s(vd->limit_ns));
+            return KVX_ERR_TIMEOUT;
+        }
+    }
+    return status;
 }
 
 /* The host copy of [src, src + len) of device memory, valid until the next

@@ -29,7 +29,9 @@
  * its own, one page's rows (or, in HEAD_MAJOR, one block) at a time, into a
  * host buffer. */
 typedef struct verify_dev verify_dev_t;
-kvx_status_t verify_dev_create(int dev, verify_dev_t **vd_p, kvx_failure_t *why);
+/* limit_ns bounds each read-back (KVX_DRAIN_TIMEOUT): a copy that hangs
+ * fails the room with KVX_ERR_TIMEOUT instead of holding the progress thread. */
+kvx_status_t verify_dev_create(int dev, uint64_t limit_ns, verify_dev_t **vd_p, kvx_failure_t *why);
 void verify_dev_destroy(verify_dev_t *vd);
 /* Flips bits of one byte of device memory (effect=corrupt). */
 kvx_status_t verify_dev_xor(verify_dev_t *vd, void *dev_byte, unsigned char bits,
