@@ -781,6 +781,47 @@ KVX_API kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t room_id, const
                                          size_t npages, const void *aux, size_t aux_len);
 
 /**
+ * Prefill side, layer by layer: hands over the next npages source pages of
+ * layers [first_layer, first_layer + nlayers) as soon as prefill has
+ * computed those layers of them, so that a layer's KV travels while later
+ * layers are still computed. kvx_room_send_chunk() is this call with every
+ * layer (0, kvx layers) and no event.
+ *
+ * Each layer has its own cursor over the room's pages: a hand-over names
+ * the next npages pages of each of its layers, which must all have had the
+ * same number of pages handed over before it. Layer ranges and chunks may
+ * come in any order otherwise (layer 5 of chunk 0 after layer 9 of chunk 1,
+ * say), every (page, layer) exactly once. A page position another layer
+ * already named must be given the same source page (a page id addresses
+ * all layers of the pool). Puts of each hand-over are posted in the order
+ * the hand-overs came, runs of consecutive pages merged per layer. The room
+ * is complete when every page of every layer and the aux have landed; the
+ * hand-over that completes the last (page, layer) may carry the aux payload,
+ * no earlier one. A room with layers still missing at its state deadline
+ * (KVX_TRANSFER_TIMEOUT) fails KVX_ERR_TIMEOUT saying which layers.
+ *
+ * @param ready_event  NULL: the pages are ready now (host pools always;
+ *        a CUDA pool whose engine synchronized). Else a cudaEvent_t the
+ *        engine recorded on its stream after the kernels that wrote these
+ *        layers: kvx posts nothing of this hand-over (nor of later ones)
+ *        before cudaEventQuery() says it completed, polled on the progress
+ *        thread; the caller never waits. The event must stay valid and not
+ *        be recorded again until the room is SUCCESS or FAILED here. Only
+ *        with a CUDA pool; a failed query fails the room (KVX_ERR_CUDA,
+ *        stage post).
+ * @return KVX_OK; KVX_ERR_INVALID_PARAM (nlayers 0, a layer outside the
+ *         model, layers of the range at different counts, a page position
+ *         named with another source page, an event without a CUDA pool, aux
+ *         NULL with aux_len > 0), KVX_ERR_TOO_MANY_PAGES (more pages of a
+ *         layer than announced: a (page, layer) handed twice), and the
+ *         statuses of kvx_room_send_chunk(). A rejected hand-over writes
+ *         nothing; the room stays as it was.
+ */
+KVX_API kvx_status_t kvx_room_send_layers(kvx_ctx_t *ctx, uint64_t room_id, const uint32_t *pages,
+                                          size_t npages, unsigned first_layer, unsigned nlayers,
+                                          void *ready_event, const void *aux, size_t aux_len);
+
+/**
  * The room's local state. Never blocks.
  * @return KVX_OK, KVX_ERR_NO_ROOM or KVX_ERR_INVALID_HANDLE.
  */
@@ -836,7 +877,7 @@ typedef struct kvx_room_info {
     kvx_role_t side; /**< prefill (sender) or decode (receiver) */
     int peer_instance;
     size_t npages;                 /**< pages announced (sender) or granted (receiver) */
-    size_t pages_sent;             /**< sender: pages handed over so far */
+    size_t pages_sent;             /**< sender: pages handed over so far (of every layer) */
     uint64_t puts;                 /**< sender: puts and data messages posted */
     uint64_t bytes;                /**< sender: bytes put */
     unsigned writers;              /**< receiver: prefill ranks expected to write */
