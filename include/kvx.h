@@ -13,7 +13,9 @@
  *   prefill ranks  kvx_room_send_open(ctx, id, decode_instance, n)
  *                  kvx_room_send_chunk(ctx, id, pages, k, aux, aux_len)
  *                      once per chunk, as soon as prefill computed it; the
- *                      last chunk may carry the aux payload
+ *                      last chunk may carry the aux payload (or, layer by
+ *                      layer: kvx_room_send_layers(ctx, id, pages, k, l, 1,
+ *                      event, ...) as each layer is computed)
  *   every rank     kvx_agree_start(ctx, ids, m, &round)          collective over the TP ranks
  *                  kvx_agree_test(round, out) until not KVX_INPROGRESS (never blocks)
  *                  kvx_agree_free(round)

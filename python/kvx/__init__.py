@@ -513,6 +513,22 @@ class Context:
         """Prefill side: hand over the next pages; the last chunk may carry aux."""
         self._c.send_chunk(room, _pages(pages), aux)
 
+    def send_layers(self, room, pages, first_layer, nlayers=1, aux=None, event=None):
+        """Prefill side, layer by layer: hand over the next pages of layers
+        [first_layer, first_layer + nlayers) (each layer has its own cursor);
+        the hand-over that completes every (page, layer) may carry aux.
+
+        event: None when the pages are ready now; on a CUDA pool a
+        torch.cuda.Event recorded after those layers' kernels (or its
+        cudaEvent_t as an int): kvx posts them once it completed, without
+        the caller waiting. Keep it, not recorded again, until the room is
+        SUCCESS or FAILED here.
+        """
+        handle = 0
+        if event is not None:
+            handle = int(getattr(event, "cuda_event", event))
+        self._c.send_layers(room, _pages(pages), first_layer, nlayers, aux, handle)
+
     def failure(self, room):
         """The room's root cause as a KvxError (not raised), or None."""
         record = self._c.failure(room)

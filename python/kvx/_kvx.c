@@ -437,31 +437,53 @@ static PyObject *kvxpy_ctx_send_open(kvxpy_ctx_t *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-static PyObject *kvxpy_ctx_send_chunk(kvxpy_ctx_t *self, PyObject *args)
+/* send_chunk(room, pages, aux=None) (every layer: nlayers 0 here) and
+ * send_layers(room, pages, first_layer, nlayers, aux=None, event=0). */
+static PyObject *kvxpy_ctx_send(kvxpy_ctx_t *self, PyObject *args, int layerwise)
 {
-    unsigned long long room;
+    unsigned long long room, event = 0;
+    unsigned int first_layer = 0, nlayers = 0;
     PyObject *pages_obj;
     Py_buffer view, aux = { 0 };
     uint32_t *pages;
     size_t n;
-    int owned;
+    int owned, ok;
     kvx_status_t st;
+    const char *call = layerwise ? "kvx_room_send_layers" : "kvx_room_send_chunk";
 
-    if (!PyArg_ParseTuple(args, "KO|z*", &room, &pages_obj, &aux) || !kvxpy_ctx_live(self)) {
+    ok = layerwise ? PyArg_ParseTuple(args, "KOII|z*K", &room, &pages_obj, &first_layer, &nlayers,
+                                      &aux, &event)
+                   : PyArg_ParseTuple(args, "KO|z*", &room, &pages_obj, &aux);
+    if (!ok || !kvxpy_ctx_live(self)) {
+        PyBuffer_Release(&aux);
         return NULL;
     }
     if (kvxpy_pages(pages_obj, &view, &pages, &n, &owned) != 0) {
         PyBuffer_Release(&aux);
         return NULL;
     }
-    Py_BEGIN_ALLOW_THREADS st = kvx_room_send_chunk(self->ctx, room, pages, n, aux.buf,
-                                                    aux.buf != NULL ? (size_t)aux.len : 0);
+    Py_BEGIN_ALLOW_THREADS st =
+        layerwise ? kvx_room_send_layers(self->ctx, room, pages, n, first_layer, nlayers,
+                                         (void *)(uintptr_t)event, aux.buf,
+                                         aux.buf != NULL ? (size_t)aux.len : 0)
+                  : kvx_room_send_chunk(self->ctx, room, pages, n, aux.buf,
+                                        aux.buf != NULL ? (size_t)aux.len : 0);
     Py_END_ALLOW_THREADS kvxpy_pages_release(&view, pages, owned);
     PyBuffer_Release(&aux);
     if (st != KVX_OK) {
-        return kvxpy_raise_status(st, "kvx_room_send_chunk", 1, room);
+        return kvxpy_raise_status(st, call, 1, room);
     }
     Py_RETURN_NONE;
+}
+
+static PyObject *kvxpy_ctx_send_chunk(kvxpy_ctx_t *self, PyObject *args)
+{
+    return kvxpy_ctx_send(self, args, 0);
+}
+
+static PyObject *kvxpy_ctx_send_layers(kvxpy_ctx_t *self, PyObject *args)
+{
+    return kvxpy_ctx_send(self, args, 1);
 }
 
 static PyObject *kvxpy_ctx_poll(kvxpy_ctx_t *self, PyObject *arg)
@@ -827,6 +849,8 @@ static PyMethodDef kvxpy_ctx_methods[] = {
       "send_open(room, decode_instance, npages_total)" },
     { "send_chunk", (PyCFunction)kvxpy_ctx_send_chunk, METH_VARARGS,
       "send_chunk(room, pages, aux=None)" },
+    { "send_layers", (PyCFunction)kvxpy_ctx_send_layers, METH_VARARGS,
+      "send_layers(room, pages, first_layer, nlayers, aux=None, event=0)" },
     { "poll", (PyCFunction)kvxpy_ctx_poll, METH_O, "The room's local state." },
     { "failure", (PyCFunction)kvxpy_ctx_failure, METH_O,
       "The room's failure record (a dict), or None when it has not failed." },

@@ -304,6 +304,19 @@ void mem_cuda_unpin(void *ptr)
     KVX_CUDA_CALL(NULL, cudaHostUnregister, ptr);
 }
 
+kvx_status_t mem_cuda_event_done(void *event, kvx_failure_t *why)
+{
+    cudaError_t rc = mem_cudart.cudaEventQuery((cudaEvent_t)event);
+
+    if (rc == cudaSuccess) {
+        return KVX_OK;
+    }
+    if (rc == cudaErrorNotReady) {
+        return KVX_INPROGRESS;
+    }
+    return mem_cuda_fail(why, rc, "cudaEventQuery");
+}
+
 #else /* !KVX_HAVE_CUDA */
 
 static kvx_status_t cuda_not_built(kvx_failure_t *why)
@@ -352,6 +365,12 @@ kvx_status_t mem_cuda_pin(void *ptr, size_t len, int dev, kvx_failure_t *why)
 
 void mem_cuda_unpin(void *ptr)
 {
+}
+
+kvx_status_t mem_cuda_event_done(void *event, kvx_failure_t *why)
+{
+    (void)event;
+    return cuda_not_built(why);
 }
 
 #endif /* KVX_HAVE_CUDA */

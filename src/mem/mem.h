@@ -51,6 +51,10 @@ kvx_status_t mem_cuda_check(const void *ptr, size_t len, int dev, const char *wh
 kvx_status_t mem_cuda_pin(void *ptr, size_t len, int dev, kvx_failure_t *why);
 void mem_cuda_unpin(void *ptr);
 
+/* Has a cudaEvent_t the engine recorded completed? KVX_OK: yes;
+ * KVX_INPROGRESS: not yet; else the query failed (*why says how). */
+kvx_status_t mem_cuda_event_done(void *event, kvx_failure_t *why);
+
 /* ---- host memory (host.c) --------------------------------------------- */
 
 /* Page-aligned host memory, zeroed, placed on NUMA node numa (an OS index;

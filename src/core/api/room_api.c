@@ -293,39 +293,62 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
     return KVX_OK;
 }
 
-kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
-                                 const void *aux, size_t aux_len)
+/* kvx_room_send_chunk() and kvx_room_send_layers(): what (the caller's
+ * name) in the reason; nlayers 0 means every layer. */
+static kvx_status_t room_api_send(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
+                                  unsigned first_layer, unsigned nlayers, int all_layers,
+                                  void *ready, const void *aux, size_t aux_len, const char *what)
 {
     kvx_status_t status = ctx_enter(ctx);
     kvx_failure_t why;
     room_t *room;
 
     if (status != KVX_OK) {
-        return room_api_no(id, status, "kvx_room_send_chunk");
+        return room_api_no(id, status, what);
     }
     room = room_find(ctx, id);
     if (room == NULL || !room->user_open) {
         status = KVX_ERR_NO_ROOM;
     } else if (room->side != KVX_ROLE_PREFILL) {
         failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
-                         "send_chunk on a receiving room");
+                         "%s on a receiving room", what + strlen("kvx_room_"));
         status = KVX_ERR_INVALID_PARAM;
     } else if (pages == NULL || npages == 0) {
         failure_set_room(&why, id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
                          "a chunk needs at least one page");
         status = KVX_ERR_INVALID_PARAM;
     } else {
-        status = sender_chunk(ctx, room, pages, npages, aux, aux_len, &why);
+        if (all_layers) {
+            first_layer = 0;
+            nlayers = ctx->my.kv.layers;
+        }
+        status = sender_layers(ctx, room, pages, npages, first_layer, nlayers, ready, aux, aux_len,
+                               &why);
     }
     ctx_leave(ctx);
     if (status == KVX_ERR_NO_ROOM) {
-        return room_api_no(id, status, "kvx_room_send_chunk");
+        return room_api_no(id, status, what);
     }
     if (status != KVX_OK) {
         return room_api_refuse(id, &why);
     }
     progress_wake(ctx);
     return KVX_OK;
+}
+
+kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
+                                 const void *aux, size_t aux_len)
+{
+    return room_api_send(ctx, id, pages, npages, 0, 0, 1, NULL, aux, aux_len,
+                         "kvx_room_send_chunk");
+}
+
+kvx_status_t kvx_room_send_layers(kvx_ctx_t *ctx, uint64_t id, const uint32_t *pages, size_t npages,
+                                  unsigned first_layer, unsigned nlayers, void *ready_event,
+                                  const void *aux, size_t aux_len)
+{
+    return room_api_send(ctx, id, pages, npages, first_layer, nlayers, 0, ready_event, aux, aux_len,
+                         "kvx_room_send_layers");
 }
 
 /* Finds an open room for a query; KVX_ERR_NO_ROOM when there is none. */
@@ -474,7 +497,7 @@ kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t id, kvx_room_info_t *info)
     info->side = room->side;
     info->peer_instance = room->peer_instance;
     info->npages = room->side == KVX_ROLE_PREFILL ? room->npages_total : room->npages;
-    info->pages_sent = room->nsrc;
+    info->pages_sent = room->side == KVX_ROLE_PREFILL ? sender_pages_sent(ctx, room) : 0;
     info->puts = room->puts;
     info->bytes = room->bytes;
     info->writers = room->nwriters;

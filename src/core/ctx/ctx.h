@@ -57,6 +57,7 @@ struct kvx_ctx {
     struct outmsg *out_head, *out_tail;
     msg_limits_t limits;
     uint64_t bad_msgs;
+    unsigned ngated; /* prefill rooms with hand-overs waiting for a CUDA event */
     pthread_t progress;
     int progress_running, stopping;
     /* The work of higher floors the progress thread runs, in the order

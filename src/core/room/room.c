@@ -199,7 +199,12 @@ void room_free(kvx_ctx_t *ctx, room_t *room)
     }
     free(room->sources);
     free(room->pages);
+    if (room->nready < room->nhov) {
+        ctx->ngated--; /* freed with hand-overs waiting for their events */
+    }
     free(room->src);
+    free(room->hov);
+    free(room->lcount);
     free(room->aux);
     while (room->early != NULL) {
         early_t *e = room->early;
@@ -287,6 +292,7 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
 {
     kvx_failure_t f;
     const char *waiting_for;
+    char missing[160];
 
     switch (room->state) {
     case KVX_ROOM_BOOTSTRAPPING:
@@ -300,6 +306,9 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
     default:
         waiting_for =
             room->side == KVX_ROLE_DECODE ? "every writer to complete" : "the puts to complete";
+        if (room->side == KVX_ROLE_PREFILL && room->nlp < room->nlp_all) {
+            waiting_for = sender_missing(ctx, room, missing, sizeof(missing));
+        }
         break;
     }
     failure_set_room(&f, room->id, KVX_ERR_TIMEOUT, room_stage(room), NULL,

@@ -21,6 +21,15 @@ typedef struct early {
     size_t len;
 } early_t;
 
+/* Prefill: one hand-over of pages for a range of layers (kvx_room_send_layers):
+ * room positions [pos, pos + n) of layers [l0, l0 + nl), posted once ready. */
+typedef struct handover {
+    size_t pos;
+    size_t n;
+    unsigned l0, nl;
+    void *event; /* cudaEvent_t to wait for, NULL when ready */
+} handover_t;
+
 typedef struct room {
     uint64_t id;
     kvx_role_t side; /* PREFILL: sends; DECODE: receives */
@@ -40,8 +49,13 @@ typedef struct room {
     unsigned nsources, nwriters, naccepted, ndone;
     /* prefill */
     size_t npages_total, nsrc;
-    uint32_t *src; /* source pages handed over so far */
-    void *aux;     /* aux row (header + payload) to put */
+    uint32_t *src;   /* source pages by position; [0, nsrc) named by some layer */
+    handover_t *hov; /* hand-overs in the order they came */
+    size_t nhov, hov_cap;
+    size_t nready;       /* hand-overs [0, nready) are ready to post (their events completed) */
+    uint32_t *lcount;    /* pages handed over per layer */
+    size_t nlp, nlp_all; /* (page, layer)s handed over, and of the whole room */
+    void *aux;           /* aux row (header + payload) to put */
     size_t aux_len;
     struct target *targets;
     unsigned ntargets, ngranted, ndone_sent;

@@ -23,10 +23,12 @@
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
 #include "core/xfer/verify.h"
+#include "mem/mem.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/time.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +39,8 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
 
     room->targets = calloc((size_t)dkvl->tp, sizeof(target_t));
     room->src = malloc(npages_total * sizeof(uint32_t));
-    if (room->targets == NULL || room->src == NULL) {
+    room->lcount = calloc(ctx->my.kv.layers, sizeof(uint32_t));
+    if (room->targets == NULL || room->src == NULL || room->lcount == NULL) {
         return KVX_ERR_NO_MEMORY;
     }
     for (int d = 0; d < dkvl->tp; d++) {
@@ -59,6 +62,7 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
     }
     room->ntargets = n;
     room->npages_total = npages_total;
+    room->nlp_all = npages_total * ctx->my.kv.layers;
     return KVX_OK;
 }
 
@@ -107,7 +111,7 @@ static void sender_maybe_start(kvx_ctx_t *ctx, room_t *room)
  * room SUCCESS (RECEIVED): then the decode instance cannot agree otherwise. */
 static void sender_maybe_succeed(kvx_ctx_t *ctx, room_t *room)
 {
-    if (!room_terminal(room) && room->started && room->nsrc == room->npages_total &&
+    if (!room_terminal(room) && room->started && room->nlp == room->nlp_all &&
         room->ndone_sent == room->ntargets && room->nreceived == room->ntargets) {
         room_set_state(ctx, room, KVX_ROOM_SUCCESS);
     }
@@ -424,20 +428,32 @@ static int sender_put(kvx_ctx_t *ctx, target_t *t, const void *src, size_t len, 
     return 1;
 }
 
-/* Starts a batch over the pages handed over but not yet posted. */
+/* Starts a batch: the next ready hand-over, with the ready ones after it
+ * that continue it (the same layers, the next positions), so that chunks
+ * handed over before the grant came travel as one batch of merged runs. */
 int sender_next_batch(target_t *t)
 {
     room_t *room = t->room;
-    size_t n = room->nsrc - t->posted;
+    const handover_t *h;
 
     /* t->runs holds a run per page of the room (allocated with the grant):
      * nothing is allocated here, so nothing can fail half way. */
-    if (n == 0) {
+    if (t->next_hov >= room->nready) {
         return 0;
     }
-    t->nruns = plan_runs(room->src + t->posted, t->dst + t->posted, n, t->runs);
-    t->batch_end = room->nsrc;
-    t->run = t->layer = t->comp = 0;
+    h = &room->hov[t->next_hov++];
+    t->bpos = h->pos;
+    t->bn = h->n;
+    t->bl0 = h->l0;
+    t->bl1 = h->l0 + h->nl;
+    while (t->next_hov < room->nready && room->hov[t->next_hov].l0 == t->bl0 &&
+           room->hov[t->next_hov].l0 + room->hov[t->next_hov].nl == t->bl1 &&
+           room->hov[t->next_hov].pos == t->bpos + t->bn) {
+        t->bn += room->hov[t->next_hov++].n;
+    }
+    t->nruns = plan_runs(room->src + t->bpos, t->dst + t->bpos, t->bn, t->runs);
+    t->run = t->comp = 0;
+    t->layer = t->bl0;
     t->iter_live = 0;
     t->in_batch = 1;
     return 1;
@@ -461,8 +477,7 @@ static int sender_next_piece(kvx_ctx_t *ctx, target_t *t, size_t *so, size_t *do
             t->run = 0;
             if (++t->comp == ctx->my.comps) {
                 t->comp = 0;
-                if (++t->layer == ctx->my.kv.layers) {
-                    t->posted = t->batch_end;
+                if (++t->layer == t->bl1) {
                     t->in_batch = 0;
                     continue;
                 }
@@ -682,7 +697,8 @@ void sender_pump(kvx_ctx_t *ctx, target_t *t)
             return;
         }
     }
-    if (room->nsrc < room->npages_total || !room->started || !pack_quiet(t)) {
+    if (room->nlp < room->nlp_all || (t->pair.writes && t->next_hov < room->nhov) ||
+        !room->started || !pack_quiet(t)) {
         return;
     }
     if (!t->pair.writes) {
@@ -748,21 +764,53 @@ static void sender_pump_all(kvx_ctx_t *ctx, room_t *room)
     }
 }
 
-kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
-                          const void *aux, size_t aux_len, kvx_failure_t *why)
+/* Checks a hand-over before anything of it is kept: why says which check
+ * refused it. */
+static kvx_status_t sender_check_layers(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages,
+                                        size_t n, unsigned l0, unsigned nl, void *ready,
+                                        size_t aux_len, int last, kvx_failure_t *why)
 {
-    int last = room->nsrc + n == room->npages_total;
+    unsigned layers = ctx->my.kv.layers;
+    size_t pos;
 
-    if (room_terminal(room) || room->nsrc == room->npages_total) {
+    if (room_terminal(room) || room->nlp == room->nlp_all) {
         failure_set_room(why, room->id, KVX_ERR_STATE, KVX_STAGE_POST, NULL,
                          "room is %s with %zu of %zu pages handed over: no more chunks",
-                         kvx_room_state_name(room->state), room->nsrc, room->npages_total);
+                         kvx_room_state_name(room->state), sender_pages_sent(ctx, room),
+                         room->npages_total);
         return KVX_ERR_STATE;
     }
-    if (n > room->npages_total - room->nsrc) {
+    if (nl == 0) {
+        failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                         "nlayers is 0: a hand-over names 1 or more layers");
+        return KVX_ERR_INVALID_PARAM;
+    }
+    if (l0 >= layers || nl > layers - l0) {
+        failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                         "layers %u..%u: the model has layers 0..%u", l0, l0 + nl - 1, layers - 1);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    pos = room->lcount[l0];
+    for (unsigned l = l0 + 1; l < l0 + nl; l++) {
+        if (room->lcount[l] != pos) {
+            failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                             "layers %u..%u are not at the same page: layer %u has %u pages "
+                             "handed over, layer %u has %u",
+                             l0, l0 + nl - 1, l0, (unsigned)pos, l, (unsigned)room->lcount[l]);
+            return KVX_ERR_INVALID_PARAM;
+        }
+    }
+    if (n > room->npages_total - pos && nl == layers) {
         failure_set_room(why, room->id, KVX_ERR_TOO_MANY_PAGES, KVX_STAGE_POST, NULL,
-                         "chunk of %zu pages after %zu: the room announced %zu", n, room->nsrc,
+                         "chunk of %zu pages after %zu: the room announced %zu", n, pos,
                          room->npages_total);
+        return KVX_ERR_TOO_MANY_PAGES;
+    }
+    if (n > room->npages_total - pos) {
+        failure_set_room(why, room->id, KVX_ERR_TOO_MANY_PAGES, KVX_STAGE_POST, NULL,
+                         "%zu pages of layers %u..%u after %zu: the room announced %zu%s", n, l0,
+                         l0 + nl - 1, pos, room->npages_total,
+                         pos == room->npages_total ? " (every page of them was handed over)" : "");
         return KVX_ERR_TOO_MANY_PAGES;
     }
     for (size_t i = 0; i < n; i++) {
@@ -772,10 +820,17 @@ kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, s
                              pages[i], i, ctx->num_pages);
             return KVX_ERR_PAGE_RANGE;
         }
+        if (pos + i < room->nsrc && room->src[pos + i] != pages[i]) {
+            failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                             "source page %u (chunk index %zu) for layer %u at page %zu, where an "
+                             "earlier hand-over named page %u",
+                             pages[i], i, l0, pos + i, room->src[pos + i]);
+            return KVX_ERR_INVALID_PARAM;
+        }
     }
-    if (aux_len > 0 && aux == NULL) {
-        failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_AUX, NULL,
-                         "aux is NULL but aux_len is %zu", aux_len);
+    if (ready != NULL && ctx->pool.type == KVX_MEM_HOST) {
+        failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_POST, NULL,
+                         "a ready event needs a CUDA pool: this pool is host memory");
         return KVX_ERR_INVALID_PARAM;
     }
     if ((aux_len > 0 && !last) || aux_len > ctx->aux_item_size) {
@@ -785,20 +840,169 @@ kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, s
                          ctx->aux_item_size);
         return KVX_ERR_AUX;
     }
+    return KVX_OK;
+}
+
+size_t sender_pages_sent(const kvx_ctx_t *ctx, const room_t *room)
+{
+    size_t least = room->npages_total;
+
+    for (unsigned l = 0; room->lcount != NULL && l < ctx->my.kv.layers; l++) {
+        least = room->lcount[l] < least ? room->lcount[l] : least;
+    }
+    return room->lcount != NULL ? least : 0;
+}
+
+const char *sender_missing(const kvx_ctx_t *ctx, const room_t *room, char *buf, size_t len)
+{
+    unsigned first = ctx->my.kv.layers, last = 0, n = 0;
+
+    for (unsigned l = 0; l < ctx->my.kv.layers; l++) {
+        if (room->lcount[l] < room->npages_total) {
+            first = first < l ? first : l;
+            last = l;
+            n++;
+        }
+    }
+    snprintf(buf, len,
+             "the application to hand over the rest of %u layer%s (%u..%u; %zu of %zu "
+             "(page, layer)s handed over)",
+             n, n == 1 ? "" : "s", first, last, room->nlp, room->nlp_all);
+    return buf;
+}
+
+/* Grows the list of hand-overs by one; 0 when out of memory. */
+static int sender_hov_grow(room_t *room)
+{
+    handover_t *h;
+    size_t cap;
+
+    if (room->nhov < room->hov_cap) {
+        return 1;
+    }
+    cap = room->hov_cap ? 2 * room->hov_cap : 4;
+    h = realloc(room->hov, cap * sizeof(*h));
+    if (h == NULL) {
+        return 0;
+    }
+    room->hov = h;
+    room->hov_cap = cap;
+    return 1;
+}
+
+kvx_status_t sender_layers(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
+                           unsigned l0, unsigned nl, void *ready, const void *aux, size_t aux_len,
+                           kvx_failure_t *why)
+{
+    int last = room->nlp + n * nl == room->nlp_all;
+    kvx_status_t status;
+    size_t pos;
+    handover_t *h;
+
+    if (aux_len > 0 && aux == NULL) {
+        failure_set_room(why, room->id, KVX_ERR_INVALID_PARAM, KVX_STAGE_AUX, NULL,
+                         "aux is NULL but aux_len is %zu", aux_len);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    status = sender_check_layers(ctx, room, pages, n, l0, nl, ready, aux_len, last, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (n == 0) {
+        return KVX_OK; /* nothing handed over */
+    }
+    if (!sender_hov_grow(room)) {
+        failure_set_room(why, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_POST, NULL,
+                         "no memory for hand-over %zu", room->nhov);
+        return KVX_ERR_NO_MEMORY;
+    }
     if (last && aux_len > 0) {
         room->aux = malloc(aux_len);
         if (room->aux == NULL) {
+            failure_set_room(why, room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_AUX, NULL,
+                             "no memory for the aux of %zu bytes", aux_len);
             return KVX_ERR_NO_MEMORY;
         }
         memcpy(room->aux, aux, aux_len);
         room->aux_len = aux_len;
     }
-    memcpy(room->src + room->nsrc, pages, n * sizeof(uint32_t));
-    room->nsrc += n;
+    pos = room->lcount[l0];
+    if (pos + n > room->nsrc) {
+        memcpy(room->src + pos, pages, n * sizeof(uint32_t));
+        room->nsrc = pos + n;
+    }
+    for (unsigned l = l0; l < l0 + nl; l++) {
+        room->lcount[l] += (uint32_t)n;
+    }
+    room->nlp += n * nl;
+    h = &room->hov[room->nhov++];
+    *h = (handover_t){ pos, n, l0, nl, ready };
+    if (ready == NULL && room->nready == room->nhov - 1) {
+        room->nready = room->nhov;
+    } else if (room->nready == room->nhov - 1) {
+        ctx->ngated++; /* the first hand-over of the room that waits */
+    }
     sender_post_fault(ctx, room);
     sender_maybe_start(ctx, room);
     sender_pump_all(ctx, room);
     return KVX_OK;
+}
+
+/* Moves the room's ready mark over the hand-overs whose events completed
+ * (in order: a later one is posted after the ones before it); returns
+ * whether it moved. A failed query fails the room. */
+static int sender_room_events(kvx_ctx_t *ctx, room_t *room)
+{
+    size_t from = room->nready;
+    kvx_failure_t q, f;
+
+    while (room->nready < room->nhov && !room_terminal(room)) {
+        handover_t *h = &room->hov[room->nready];
+        kvx_status_t status = h->event == NULL ? KVX_OK : mem_cuda_event_done(h->event, &q);
+
+        if (status == KVX_INPROGRESS) {
+            break;
+        }
+        if (status != KVX_OK) {
+            failure_set_room(&f, room->id, status, KVX_STAGE_POST, q.foreign,
+                             "the ready event of layers %u..%u (pages %zu..%zu) failed", h->l0,
+                             h->l0 + h->nl - 1, h->pos, h->pos + h->n - 1);
+            room_fail(ctx, room, &f, 1);
+            break;
+        }
+        h->event = NULL; /* done: never queried again */
+        room->nready++;
+    }
+    if (room_terminal(room)) {
+        room->nready = room->nhov; /* never posted: no event is queried again */
+    }
+    if (room->nready == room->nhov) {
+        ctx->ngated--;
+    }
+    return room->nready != from;
+}
+
+unsigned sender_poll_events(kvx_ctx_t *ctx)
+{
+    unsigned busy = 0;
+
+    if (ctx->ngated == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < ctx->rooms.capacity && ctx->ngated > 0; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        if (room == NULL || room->side != KVX_ROLE_PREFILL || room->nready == room->nhov) {
+            continue;
+        }
+        if (sender_room_events(ctx, room)) {
+            sender_pump_all(ctx, room);
+        }
+        busy++;
+    }
+    /* Busy while events are pending: a layer is posted the moment its
+     * kernels are done, not at the next tick. */
+    return busy;
 }
 
 /* Checks a grant against this room and the decode's pool before any page

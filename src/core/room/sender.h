@@ -23,9 +23,11 @@ typedef struct target {
     uint32_t *dst;  /* granted destination pages */
     int64_t aux_slot;
     uint32_t verify, verify_rate; /* the decode asked for digests (KVX_VERIFY), from its grant */
-    /* Posting cursor over pages [batch_start, batch_end). */
-    size_t posted; /* pages whose puts are all posted */
-    size_t batch_end;
+    /* Posting cursor: hand-overs [0, next_hov) are in a batch or posted; the
+     * batch is positions [bpos, bpos + bn) of layers [bl0, bl1). */
+    size_t next_hov;
+    size_t bpos, bn;
+    unsigned bl0, bl1;
     plan_run_t *runs;
     size_t nruns, run;
     unsigned layer, comp;
@@ -50,8 +52,18 @@ typedef struct target {
 } target_t;
 
 kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total);
-kvx_status_t sender_chunk(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
-                          const void *aux, size_t aux_len, kvx_failure_t *why);
+/* A hand-over of pages [n] for layers [l0, l0 + nl) (ready: cudaEvent_t or
+ * NULL); on error why says which check refused it and nothing changed. */
+kvx_status_t sender_layers(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t n,
+                           unsigned l0, unsigned nl, void *ready, const void *aux, size_t aux_len,
+                           kvx_failure_t *why);
+/* Pages of the room handed over for every layer. */
+size_t sender_pages_sent(const kvx_ctx_t *ctx, const room_t *room);
+/* Says which layers still miss pages (a room not all handed over), in buf. */
+const char *sender_missing(const kvx_ctx_t *ctx, const room_t *room, char *buf, size_t len);
+/* Progress poller: queries the events of gated hand-overs and posts the
+ * ones that completed. */
+unsigned sender_poll_events(kvx_ctx_t *ctx);
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
 void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 /* The decode instance agreed the room FAILED with this root cause. */

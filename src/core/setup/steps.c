@@ -318,6 +318,7 @@ static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
     }
     progress_add_poller(ctx, sender_pump_peers);
     progress_add_poller(ctx, pack_progress);
+    progress_add_poller(ctx, sender_poll_events);
     progress_add_ticker(ctx, room_tick);
     progress_add_ticker(ctx, peer_tick);
     return progress_start(ctx);

@@ -219,17 +219,16 @@ int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
                 return 0;
             }
             t->pack_page = 0;
-            t->pack_pos = t->posted;
+            t->pack_pos = t->bpos;
         }
         if (t->run < t->nruns) {
             break;
         }
         t->run = 0;
-        t->pack_pos = t->posted;
+        t->pack_pos = t->bpos;
         if (++t->comp == ctx->my.comps) {
             t->comp = 0;
-            if (++t->layer == ctx->my.kv.layers) {
-                t->posted = t->batch_end;
+            if (++t->layer == t->bl1) {
                 t->in_batch = 0;
             }
         }
@@ -424,15 +423,7 @@ int pack_post(kvx_ctx_t *ctx, target_t *t)
     size_t pos;
 
     if (!pack_peek(ctx, t, &sub, &pos)) {
-        if (t->posted < t->room->nsrc) {
-            kvx_failure_t f;
-
-            failure_set_room(&f, t->room->id, KVX_ERR_NO_MEMORY, KVX_STAGE_POST, NULL,
-                             "no memory for the runs of pages to %s", t->peer->name);
-            room_fail(ctx, t->room, &f, 1);
-            return -1;
-        }
-        return 0;
+        return 0; /* all posted, or the next hand-over waits for its event */
     }
     switch (t->mode) {
     case PLAN_PACK:
