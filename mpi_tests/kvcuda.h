@@ -33,6 +33,11 @@ typedef struct kvc {
     int (*memcpy_)(void *, const void *, size_t, int);
     const char *(*error_string)(int);
     const char *(*error_name)(int);
+    /* For layer-wise hand-overs with ready events (t_rooms --layerwise). */
+    int (*stream_create)(void **, unsigned);
+    int (*memcpy_async)(void *, const void *, size_t, int, void *);
+    int (*event_create)(void **, unsigned);
+    int (*event_record)(void *, void *);
     int devices;
 } kvc_t;
 
@@ -67,9 +72,14 @@ static inline int kvc_open(char *why, size_t len)
     *(void **)&kvc.memcpy_ = dlsym(h, "cudaMemcpy");
     *(void **)&kvc.error_string = dlsym(h, "cudaGetErrorString");
     *(void **)&kvc.error_name = dlsym(h, "cudaGetErrorName");
+    *(void **)&kvc.stream_create = dlsym(h, "cudaStreamCreateWithFlags");
+    *(void **)&kvc.memcpy_async = dlsym(h, "cudaMemcpyAsync");
+    *(void **)&kvc.event_create = dlsym(h, "cudaEventCreateWithFlags");
+    *(void **)&kvc.event_record = dlsym(h, "cudaEventRecord");
     if (kvc.get_device_count == NULL || kvc.set_device == NULL || kvc.malloc_ == NULL ||
         kvc.free_ == NULL || kvc.memcpy_ == NULL || kvc.error_string == NULL ||
-        kvc.error_name == NULL) {
+        kvc.error_name == NULL || kvc.stream_create == NULL || kvc.memcpy_async == NULL ||
+        kvc.event_create == NULL || kvc.event_record == NULL) {
         snprintf(why, len, "the CUDA runtime lacks a function the tests use");
         return -1;
     }
@@ -93,6 +103,17 @@ static inline void kvc_copy(void *dst, const void *src, size_t len)
 
     if (rc != 0) {
         fprintf(stderr, "cudaMemcpy of %zu bytes failed: %s\n", len, kvc.error_string(rc));
+        exit(1);
+    }
+}
+
+/* Queues a copy on stream (either way); exits on error. */
+static inline void kvc_copy_async(void *dst, const void *src, size_t len, void *stream)
+{
+    int rc = kvc.memcpy_async(dst, src, len, KVC_MEMCPY_DEFAULT, stream);
+
+    if (rc != 0) {
+        fprintf(stderr, "cudaMemcpyAsync of %zu bytes failed: %s\n", len, kvc.error_string(rc));
         exit(1);
     }
 }

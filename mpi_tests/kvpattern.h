@@ -86,15 +86,15 @@ static inline size_t kvp_check_row(const unsigned char *src, size_t len, uint64_
 }
 
 /* Writes (fill != 0) or checks the room's tokens [tok0, tok0 + n*page_size)
- * held in pages[0..n) for every layer, component and head of this rank.
- * Returns mismatched bytes (0 when filling). */
-static inline size_t kvp_pages(const kvp_geom_t *g, void *const *bufs, unsigned comps,
-                               uint64_t room, const uint32_t *pages, size_t n, size_t tok0,
-                               int fill)
+ * held in pages[0..n) for layers [l0, l0 + nl), every component and head of
+ * this rank. Returns mismatched bytes (0 when filling). */
+static inline size_t kvp_pages_layers(const kvp_geom_t *g, void *const *bufs, unsigned comps,
+                                      uint64_t room, const uint32_t *pages, size_t n, size_t tok0,
+                                      unsigned l0, unsigned nl, int fill)
 {
     size_t row = (size_t)g->kv.head_dim * g->elem, bad = 0;
 
-    for (unsigned l = 0; l < g->kv.layers; l++) {
+    for (unsigned l = l0; l < l0 + nl; l++) {
         for (unsigned c = 0; c < comps; c++) {
             unsigned char *buf = bufs[l * comps + c];
 
@@ -115,6 +115,14 @@ static inline size_t kvp_pages(const kvp_geom_t *g, void *const *bufs, unsigned 
         }
     }
     return bad;
+}
+
+/* The same for every layer. */
+static inline size_t kvp_pages(const kvp_geom_t *g, void *const *bufs, unsigned comps,
+                               uint64_t room, const uint32_t *pages, size_t n, size_t tok0,
+                               int fill)
+{
+    return kvp_pages_layers(g, bufs, comps, room, pages, n, tok0, 0, g->kv.layers, fill);
 }
 
 /* The aux payload of a room: its "first output token", derived from the id. */

@@ -695,6 +695,141 @@ static int mode_rooms(void)
     return 0;
 }
 
+/* ---- layer-wise hand-overs ------------------------------------------------ */
+
+/* kvx_room_send_layers() on room 40, refused: nothing of the room moves. */
+static void layers_refused(job_t *j, int line, const char *input, const uint32_t *pages, size_t n,
+                           unsigned l0, unsigned nl, void *ready, const void *aux, size_t aux_len,
+                           kvx_status_t want, const char *reason)
+{
+    kvx_room_info_t before, after;
+    kvx_status_t st;
+
+    kvx_room_info(j->ctx, 40, &before);
+    cap_begin();
+    st = kvx_room_send_layers(j->ctx, 40, pages, n, l0, nl, ready, aux, aux_len);
+    row(line, "kvx_room_send_layers", input, st, want, cap_end(), reason);
+    kvx_room_info(j->ctx, 40, &after);
+    TL_CHECK(after.pages_sent == before.pages_sent && after.puts == before.puts &&
+                 after.bytes == before.bytes && after.state == before.state,
+             "line %d: a refused hand-over moved the room: puts %llu->%llu state %s->%s", line,
+             (unsigned long long)before.puts, (unsigned long long)after.puts,
+             kvx_room_state_name(before.state), kvx_room_state_name(after.state));
+}
+
+#define LAYERS_OK(pages, n, l0, nl, aux, aux_len)                                              \
+    TL_CHECK(kvx_room_send_layers(j->ctx, 40, pages, n, l0, nl, NULL, aux, aux_len) == KVX_OK, \
+             "send_layers(%u+%u) of room 40", (unsigned)(l0), (unsigned)(nl))
+
+/* Room 40 of 4 pages and 2 layers, handed over as (layer 0: 2 pages, 2
+ * pages), (layer 1: 4 pages) between refused hand-overs; SUCCESS and
+ * byte-exact. Room 41 hands over layer 0 only: it fails at the transfer
+ * deadline (KVX_TRANSFER_TIMEOUT, 2 s in the case) saying which layers. */
+static void layers_rooms(job_t *j)
+{
+    uint32_t dst[4] = { 0, 1, 2, 3 }, src[4] = { 4, 5, 6, 7 }, other[2] = { 8, 9 };
+    uint32_t three[3] = { 6, 7, 8 };
+    int prefill = j->id.role == KVX_ROLE_PREFILL;
+    uint64_t aux = kvp_aux(40), got = 0;
+    kvx_failure_t f;
+    size_t len;
+    int fake_event;
+
+    if (!prefill) {
+        TL_CHECK(kvx_room_recv_open(j->ctx, 40, 0, dst, 4, 0) == KVX_OK, "recv_open 40");
+        EXPECT(KVX_ERR_INVALID_PARAM, "send_layers on a receiving room", "kvx_room_send_layers",
+               "on a receiving room",
+               kvx_room_send_layers(j->ctx, 40, src, 1, 0, 1, NULL, NULL, 0));
+    } else {
+        kvp_pages(&j->g, j->bufs, 2, 40, src, 4, 0, 1);
+        TL_CHECK(kvx_room_send_open(j->ctx, 40, 0, 4) == KVX_OK, "send_open 40");
+        TL_CHECK(wait_state(j->ctx, 40, KVX_ROOM_WAITING_FOR_INPUT) == KVX_ROOM_WAITING_FOR_INPUT,
+                 "room 40 not granted");
+        layers_refused(j, __LINE__, "first_layer 2", src, 2, 2, 1, NULL, NULL, 0,
+                       KVX_ERR_INVALID_PARAM, "layers 2..2: the model has layers 0..1");
+        layers_refused(j, __LINE__, "layers 1+2", src, 2, 1, 2, NULL, NULL, 0,
+                       KVX_ERR_INVALID_PARAM, "layers 1..2: the model has layers 0..1");
+        layers_refused(j, __LINE__, "nlayers 0", src, 2, 0, 0, NULL, NULL, 0, KVX_ERR_INVALID_PARAM,
+                       "nlayers is 0");
+        layers_refused(j, __LINE__, "an event on a host pool", src, 2, 0, 1, &fake_event, NULL, 0,
+                       KVX_ERR_INVALID_PARAM,
+                       "a ready event needs a CUDA pool: this pool is host memory");
+        layers_refused(j, __LINE__, "pages NULL", NULL, 2, 0, 1, NULL, NULL, 0,
+                       KVX_ERR_INVALID_PARAM, "a chunk needs at least one page");
+        LAYERS_OK(src, 2, 0, 1, NULL, 0);
+        layers_refused(j, __LINE__, "layers 0+2 at 2 and 0 pages", src + 2, 2, 0, 2, NULL, NULL, 0,
+                       KVX_ERR_INVALID_PARAM,
+                       "layers 0..1 are not at the same page: layer 0 has 2 pages handed over, "
+                       "layer 1 has 0");
+        layers_refused(j, __LINE__, "layer 1 named with other pages", other, 2, 1, 1, NULL, NULL, 0,
+                       KVX_ERR_INVALID_PARAM,
+                       "source page 8 (chunk index 0) for layer 1 at page 0, where an earlier "
+                       "hand-over named page 4");
+        layers_refused(j, __LINE__, "3 pages of layer 0 after 2", three, 3, 0, 1, NULL, NULL, 0,
+                       KVX_ERR_TOO_MANY_PAGES,
+                       "3 pages of layers 0..0 after 2: the room announced 4");
+        LAYERS_OK(src + 2, 2, 0, 1, NULL, 0);
+        layers_refused(j, __LINE__, "layer 0 again", src, 1, 0, 1, NULL, NULL, 0,
+                       KVX_ERR_TOO_MANY_PAGES,
+                       "1 pages of layers 0..0 after 4: the room announced 4 (every page of them "
+                       "was handed over)");
+        layers_refused(j, __LINE__, "aux before the last", src, 2, 1, 1, NULL, &aux, sizeof(aux),
+                       KVX_ERR_AUX, "aux of 8 bytes on a chunk that is not the last");
+        LAYERS_OK(src, 2, 1, 1, NULL, 0);
+        LAYERS_OK(src + 2, 2, 1, 1, &aux, sizeof(aux));
+        TL_CHECK(wait_state(j->ctx, 40, KVX_ROOM_SUCCESS) == KVX_ROOM_SUCCESS,
+                 "room 40 not SUCCESS");
+        EXPECT(KVX_ERR_STATE, "room is SUCCESS with 4 of 4 pages handed over: no more chunks",
+               "kvx_room_send_layers", "after the last",
+               kvx_room_send_layers(j->ctx, 40, src, 1, 0, 1, NULL, NULL, 0));
+    }
+    if (!prefill) {
+        TL_CHECK(wait_state(j->ctx, 40, KVX_ROOM_SUCCESS) == KVX_ROOM_SUCCESS,
+                 "room 40 not SUCCESS");
+        TL_CHECK(kvx_room_aux(j->ctx, 40, &got, sizeof(got), &len) == KVX_OK && got == aux,
+                 "aux of room 40");
+        TL_CHECK(kvp_pages(&j->g, j->bufs, 2, 40, dst, 4, 0, 0) == 0, "room 40's bytes");
+    }
+    TL_CHECK(close_room(j->ctx, 40) == KVX_OK, "close 40");
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (!prefill) {
+        TL_CHECK(kvx_room_recv_open(j->ctx, 41, 0, dst, 4, 0) == KVX_OK, "recv_open 41");
+    } else {
+        TL_CHECK(kvx_room_send_open(j->ctx, 41, 0, 4) == KVX_OK, "send_open 41");
+        TL_CHECK(kvx_room_send_layers(j->ctx, 41, src, 4, 0, 1, NULL, NULL, 0) == KVX_OK,
+                 "send_layers(0+1) of room 41");
+    }
+    for (double t0 = tl_now(); tl_now() - t0 < 20.0; usleep(1000)) {
+        kvx_room_state_t st = KVX_ROOM_BOOTSTRAPPING;
+
+        if (kvx_room_poll(j->ctx, 41, &st) != KVX_OK || st == KVX_ROOM_FAILED) {
+            break;
+        }
+    }
+    TL_CHECK(kvx_room_failure(j->ctx, 41, &f) == KVX_OK && f.status == KVX_ERR_TIMEOUT,
+             "room 41 failed %s: %s", kvx_status_name(f.status), f.text);
+    /* The prefill's own deadline names the layers; the decode's may fire
+     * first (then it waited for its writer). */
+    TL_CHECK(!prefill || f.origin_role != KVX_ROLE_PREFILL ||
+                 strstr(f.text, "the application to hand over the rest of 1 layer (1..1; 4 of 8 "
+                                "(page, layer)s handed over)") != NULL,
+             "room 41's reason: %s", f.text);
+    printf("badinput: rank %d | room 41 with layer 1 missing | %s | %s\n", tl_rank,
+           kvx_status_name(f.status), f.text);
+    TL_CHECK(close_room(j->ctx, 41) == KVX_OK, "close 41");
+}
+
+static int mode_layers(void)
+{
+    job_t j;
+
+    job_start(&j);
+    layers_rooms(&j);
+    MPI_Barrier(MPI_COMM_WORLD);
+    TL_CHECK(kvx_ctx_destroy(j.ctx) == KVX_OK, "destroy");
+    return 0;
+}
+
 /* ---- creation ------------------------------------------------------------ */
 
 /* The room tests' parameters, with a smaller pool. */
@@ -962,8 +1097,10 @@ int main(int argc, char **argv)
         rc = mode_rooms();
     } else if (strcmp(mode, "create") == 0) {
         rc = mode_create();
+    } else if (strcmp(mode, "layers") == 0) {
+        rc = mode_layers();
     } else {
-        fprintf(stderr, "usage: t_badinput rooms|create (see mpi_tests/t_badinput.c)\n");
+        fprintf(stderr, "usage: t_badinput rooms|create|layers (see mpi_tests/t_badinput.c)\n");
     }
     MPI_Allreduce(&tl_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (tl_rank == 0) {

@@ -30,6 +30,11 @@
  * SUCCESS must show the flipped bytes on every decode rank. Failed rooms must
  * close within 20 s (their pages released, not quarantined).
  *
+ * --layerwise hands each room over with kvx_room_send_layers(), in groups of
+ * 1..3 layers per chunk and in two orders (send_layerwise()); on host pools
+ * each (chunk, layers) is computed just before its hand-over, so a layer
+ * posted early would land the stale bytes of an earlier room.
+ *
  * KVXT_ROOMS_MAX, when set, caps --rooms (tests/sanitize.sh sets it: a
  * sanitized rank is 5-50 times slower, and what a sanitizer finds lies in
  * the paths, which a few waves of rooms walk as well as many).
@@ -40,7 +45,7 @@
  *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head[,...]]
  *                [--contiguous] [--no-verify] [--seed S]
  *                [--mem host|cuda] [--cuda-ranks LO:HI] [--cuda-pool kvx|buffers|slab]
- *                [--expect-path direct|staged] [--corrupt]
+ *                [--expect-path direct|staged] [--corrupt] [--layerwise]
  * (the job layout comes from KVX_LAYOUT)
  */
 #include <kvx.h>
@@ -88,6 +93,8 @@ typedef struct slot {
 } slot_t;
 
 static int rank, failures, verify = 1;
+/* --layerwise: rooms go out in hand-overs of layer ranges (0: whole chunks). */
+static unsigned layerwise;
 
 /* --corrupt: how KVX_VERIFY checks, and the tallies of this rank (rooms
  * are counted on decode tp0; expect and var sum each room's chance of being
@@ -147,16 +154,13 @@ static void parse_layouts(const char *arg, opts_t *o)
 static void parse(int argc, char **argv, opts_t *o)
 {
     static const struct option longs[] = {
-        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },
-        { "chunks", 1, 0, 'c' },      { "concurrency", 1, 0, 'C' },
-        { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
-        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },
-        { "dtype", 1, 0, 't' },       { "mla", 0, 0, 'm' },
-        { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
-        { "contiguous", 0, 0, 'g' },  { "no-verify", 0, 0, 'n' },
-        { "mem", 1, 0, 'M' },         { "cuda-ranks", 1, 0, 'R' },
-        { "cuda-pool", 1, 0, 'A' },   { "expect-path", 1, 0, 'E' },
-        { "corrupt", 0, 0, 'X' },     { 0, 0, 0, 0 }
+        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },       { "chunks", 1, 0, 'c' },
+        { "concurrency", 1, 0, 'C' }, { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
+        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },    { "dtype", 1, 0, 't' },
+        { "mla", 0, 0, 'm' },         { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
+        { "contiguous", 0, 0, 'g' },  { "no-verify", 0, 0, 'n' },   { "mem", 1, 0, 'M' },
+        { "cuda-ranks", 1, 0, 'R' },  { "cuda-pool", 1, 0, 'A' },   { "expect-path", 1, 0, 'E' },
+        { "corrupt", 0, 0, 'X' },     { "layerwise", 0, 0, 'W' },   { 0, 0, 0, 0 }
     };
     const char *cap;
     int c;
@@ -235,6 +239,9 @@ static void parse(int argc, char **argv, opts_t *o)
             break;
         case 'A':
             o->cuda_pool = !strcmp(optarg, "buffers") ? 1 : !strcmp(optarg, "slab") ? 2 : 0;
+            break;
+        case 'W':
+            layerwise = 1;
             break;
         case 'E':
             o->expect_path = optarg;
@@ -335,23 +342,70 @@ static void wait_wave(kvx_ctx_t *ctx, slot_t *w, int n, double limit)
 
 /* Copies the room's pages between the host mirrors and the device pool:
  * whole pages, or each head's part of them in HEAD_MAJOR. */
-static void dev_sync(const devpool_t *d, const kvp_geom_t *g, unsigned comps, const uint32_t *pages,
-                     size_t n, int to_device)
+/* Copies layers [l0, l0 + nl) of the pages between the host mirrors and
+ * the device: at once, or queued on stream (not NULL) when to the device. */
+static void dev_copy_layers(const devpool_t *d, const kvp_geom_t *g, unsigned comps,
+                            const uint32_t *pages, size_t n, unsigned l0, unsigned nl,
+                            int to_device, void *stream)
 {
     int per_head = g->kv.page_layout == KVX_PAGE_HEAD_MAJOR;
     size_t row = (size_t)g->kv.head_dim * g->elem;
     size_t len = (size_t)g->kv.page_size * row * (per_head ? 1 : g->heads);
 
-    for (unsigned b = 0; d->on && b < g->kv.layers * comps; b++) {
+    for (unsigned b = l0 * comps; d->on && b < (l0 + nl) * comps; b++) {
         for (size_t i = 0; i < n; i++) {
             for (unsigned h = 0; h < (per_head ? g->heads : 1); h++) {
                 size_t off = kvp_offset(g, pages[i], h, 0);
                 char *dev = (char *)d->dev[b] + off, *host = (char *)d->host[b] + off;
 
-                kvc_copy(to_device ? (void *)dev : host, to_device ? host : dev, len);
+                if (stream != NULL) {
+                    kvc_copy_async(dev, host, len, stream);
+                } else {
+                    kvc_copy(to_device ? (void *)dev : host, to_device ? host : dev, len);
+                }
             }
         }
     }
+}
+
+static void dev_sync(const devpool_t *d, const kvp_geom_t *g, unsigned comps, const uint32_t *pages,
+                     size_t n, int to_device)
+{
+    dev_copy_layers(d, g, comps, pages, n, 0, g->kv.layers, to_device, NULL);
+}
+
+/* --layerwise on a CUDA pool: each hand-over's copy to the device is queued
+ * on one stream and an event recorded after it, which kvx waits for. The
+ * events are a ring: one is recorded again long after its room ended. */
+#define EVENT_RING 4096
+static void *dev_stream, *dev_events[EVENT_RING];
+static unsigned dev_next_event;
+
+static void *dev_stream_get(void)
+{
+    int rc;
+
+    if (dev_stream == NULL && (rc = kvc.stream_create(&dev_stream, 1)) != 0) {
+        fprintf(stderr, "cudaStreamCreateWithFlags failed: %s\n", kvc.error_string(rc));
+        exit(1);
+    }
+    return dev_stream;
+}
+
+static void *dev_ready_event(void)
+{
+    void **e = &dev_events[dev_next_event++ % EVENT_RING];
+    int rc;
+
+    if (*e == NULL && (rc = kvc.event_create(e, 2 /* cudaEventDisableTiming */)) != 0) {
+        fprintf(stderr, "cudaEventCreateWithFlags failed: %s\n", kvc.error_string(rc));
+        exit(1);
+    }
+    if ((rc = kvc.event_record(*e, dev_stream_get())) != 0) {
+        fprintf(stderr, "cudaEventRecord failed: %s\n", kvc.error_string(rc));
+        exit(1);
+    }
+    return *e;
 }
 
 /* Every wave slot this rank holds, agreed on every TP rank of its instance
@@ -520,6 +574,58 @@ static void finish_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, const kvp_ge
     }
 }
 
+/* --layerwise: the room's layers in groups of 1..3 (cut from the room id),
+ * handed over per (chunk, group): chunk by chunk, each chunk's groups in
+ * order, as a chunked prefill computes them -- or, for odd room ids,
+ * group by group from the last, each group's chunks in order: every
+ * (page, layer) once, in an order far from the pages'. The aux rides on the
+ * last hand-over. */
+static void send_layerwise(kvx_ctx_t *ctx, const slot_t *s, const kvp_geom_t *g, const devpool_t *d,
+                           void *const *bufs, unsigned comps, int compute)
+{
+    unsigned layers = g->kv.layers;
+    unsigned first[64], count[64], ngroups = 0;
+    uint64_t h = s->id * 0x9e3779b97f4a7c15ull;
+    uint64_t aux = kvp_aux(s->id);
+    int total;
+
+    for (unsigned l = 0; l < layers && ngroups < 64; ngroups++) {
+        unsigned n = 1 + (unsigned)((h >> (ngroups % 20 * 3)) % 3);
+
+        first[ngroups] = l;
+        count[ngroups] = n < layers - l ? n : layers - l;
+        l += count[ngroups];
+    }
+    total = s->nchunks * (int)ngroups;
+    for (int k = 0; k < total; k++) {
+        int odd = (int)(s->id & 1);
+        int c = odd ? k % s->nchunks : k / (int)ngroups;
+        unsigned gi = odd ? ngroups - 1 - (unsigned)(k / s->nchunks) : (unsigned)(k % (int)ngroups);
+        int per = (int)s->npages / s->nchunks;
+        int n = c == s->nchunks - 1 ? (int)s->npages - per * c : per;
+        int last = k == total - 1;
+        kvx_status_t st;
+        void *ready = NULL;
+
+        if (compute) {
+            kvp_pages_layers(g, bufs, comps, s->id, s->pages + per * c, (size_t)n,
+                             (size_t)(per * c) * g->kv.page_size, first[gi], count[gi], 1);
+        }
+        if (compute && d->on) {
+            dev_copy_layers(d, g, comps, s->pages + per * c, (size_t)n, first[gi], count[gi], 1,
+                            dev_stream_get());
+            ready = dev_ready_event();
+        }
+        st = kvx_room_send_layers(ctx, s->id, s->pages + per * c, (size_t)n, first[gi], count[gi],
+                                  ready, last ? &aux : NULL, last ? sizeof(aux) : 0);
+
+        if (st != KVX_OK && !(cor.on && st == KVX_ERR_STATE)) {
+            FAIL("send_layers %llu (layers %u+%u, chunk %d): %s", (unsigned long long)s->id,
+                 first[gi], count[gi], c, kvx_status_string(st));
+        }
+    }
+}
+
 /* The decode grants, the prefill computes and sends in chunks. */
 static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_index,
                        const kvp_geom_t *g, const devpool_t *d, void *const *bufs, unsigned comps)
@@ -540,9 +646,21 @@ static void start_room(kvx_ctx_t *ctx, slot_t *s, kvx_role_t role, int slot_inde
         s->mine = 0;
         return;
     }
+    if (layerwise && verify) {
+        /* Each layer of a chunk is computed just before its hand-over (on a
+         * CUDA pool: copied to the device on a stream, with an event after
+         * it): a layer posted before it was handed over, or before its event
+         * completed, lands stale bytes. */
+        send_layerwise(ctx, s, g, d, bufs, comps, 1);
+        return;
+    }
     if (verify) {
         kvp_pages(g, bufs, comps, s->id, s->pages, s->npages, 0, 1);
         dev_sync(d, g, comps, s->pages, s->npages, 1);
+    }
+    if (layerwise) {
+        send_layerwise(ctx, s, g, d, bufs, comps, 0);
+        return;
     }
     for (int c = 0, done = 0; c < s->nchunks; c++) {
         int n = c == s->nchunks - 1 ? (int)s->npages - done : (int)s->npages / s->nchunks;

@@ -458,8 +458,27 @@ Test(deadline, transfer_on_the_prefill, .init = pair_setup, .fini = pair_teardow
     pass(pr.P, PAIR_TRANSFER_TIMEOUT + KVX_NS_PER_S);
     f = pair_failure(pr.P, 7);
     expect_failure(f, KVX_ERR_TIMEOUT, KVX_STAGE_TRANSFER, 0, NULL);
-    cr_expect(strstr(f.text, "s waiting for the puts to complete (state deadline)"), "%s", f.text);
+    /* Page 2 of the room was never handed over: that is what it waits for
+     * (the puts of pages 0 and 1 are still deferred too). */
+    cr_expect(strstr(f.text, "s waiting for the application to hand over the rest of 2 layers "
+                             "(0..1; 4 of 6 (page, layer)s handed over) (state deadline)"),
+              "%s", f.text);
     cr_expect_eq(room_close(pr.P, 7), KVX_ERR_BUSY, "UCX may still read the source pages");
+}
+
+/* Pages of some layers never handed over: the deadline says which. */
+Test(deadline, transfer_with_layers_missing, .init = pair_setup, .fini = pair_teardown)
+{
+    kvx_failure_t f;
+
+    start_both(7);
+    cr_assert_eq(kvx_room_send_layers(pr.P, 7, SRC + 2, 1, 1, 1, NULL, NULL, 0), KVX_OK);
+    pass(pr.P, PAIR_TRANSFER_TIMEOUT + KVX_NS_PER_S);
+    f = pair_failure(pr.P, 7);
+    expect_failure(f, KVX_ERR_TIMEOUT, KVX_STAGE_TRANSFER, 0, NULL);
+    cr_expect(strstr(f.text, "waiting for the application to hand over the rest of 1 layer (0..0; "
+                             "5 of 6 (page, layer)s handed over) (state deadline)"),
+              "%s", f.text);
 }
 
 Test(deadline, none_once_every_page_is_delivered, .init = pair_setup, .fini = pair_teardown)

@@ -72,6 +72,7 @@ def main():
     ap.add_argument("--rooms", type=int, default=12)
     ap.add_argument("--fault", default=None)
     ap.add_argument("--verify", default=None)
+    ap.add_argument("--layerwise", action="store_true")
     o = ap.parse_args()
 
     layout = kvxjob.env_layout()
@@ -135,6 +136,18 @@ def main():
             for view, want in rows(arrays, o.page_layout, shape, room, src):
                 view[:] = want
             half = max(1, len(src) // 2)
+            aux = struct.pack("<QI", room, tokens)
+            if o.layerwise:
+                # The last layer first, each layer in two hand-overs; the aux
+                # rides on the one that completes the room.
+                for layer in reversed(range(LAYERS)):
+                    last = layer == 0
+                    if len(src) > 1:
+                        ctx.send_layers(room, src[:half], layer)
+                    ctx.send_layers(
+                        room, src[half:] if len(src) > 1 else src, layer, 1, aux if last else None
+                    )
+                continue
             try:
                 if len(src) > 1:
                     ctx.send_chunk(room, src[:half])

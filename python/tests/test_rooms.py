@@ -37,6 +37,21 @@ def test_rooms_byte_exact(layout, np_, pool, page_layout):
     assert roles.count("prefill") == job.results[0]["identity"]["prefill_tp"]
 
 
+@pytest.mark.parametrize(
+    "layout,np_", [("prefill:1x1,decode:1x1", 2), ("prefill:1x2,decode:1x1", 3)]
+)
+def test_rooms_layerwise_byte_exact(layout, np_):
+    job = mpijob.run(
+        np_,
+        "rooms_worker.py",
+        ["--pool", "torch", "--page-layout", "nhd", "--rooms", 12, "--layerwise"],
+        env={"KVX_LAYOUT": layout},
+    )
+    for r in job.results:
+        assert set(r["states"].values()) == {"SUCCESS"}, r
+        assert r["bad"] == 0, r
+
+
 def test_injected_failure_names_its_origin_everywhere():
     rule = "stage=post,role=prefill,instance=0,tp=1,room=1003,effect=fail"
     job = mpijob.run(
