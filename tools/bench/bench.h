@@ -35,10 +35,12 @@ typedef struct bench_opts {
     int rooms;                        /* pages, hetero: rooms per point */
     kvx_page_layout_t page_layout;
     bench_list_t scatter, tp, nrooms, failed, layouts;
-    int kinds;          /* fault: BENCH_KIND_* bits */
-    double interval_us; /* agree, fault: pause between agreement rounds */
-    int force_kill;     /* fault: kill without --enable-recovery */
-    int raw_spin;       /* the raw baseline spins (1) or waits as kvx (0) */
+    bench_list_t room_pages, balances; /* layerwise: pages per room, compute/transfer */
+    int compute_sleep;                 /* layerwise: a layer's compute sleeps (1) or spins */
+    int kinds;                         /* fault: BENCH_KIND_* bits */
+    double interval_us;                /* agree, fault: pause between agreement rounds */
+    int force_kill;                    /* fault: kill without --enable-recovery */
+    int raw_spin;                      /* the raw baseline spins (1) or waits as kvx (0) */
 } bench_opts_t;
 
 #define BENCH_KIND_INJECTED 1
@@ -58,6 +60,13 @@ void bench_world_text(const char *what, char *buf, size_t len);
 /* A barrier that sleeps while it waits, so that idle ranks leave the cores
  * to the measured ones (Open MPI's blocking calls spin). */
 void bench_barrier_sleepy(MPI_Comm comm);
+/* The two-rank subcommands (put, verify, layerwise): the world text for
+ * "what uses ranks 0 and 1", and 0; or 2 (printed) when the job has fewer
+ * than 2 ranks. Collective over the world. */
+int bench_pair_world(const char *what, char *world, size_t len);
+/* Their KV layout: 32 KiB pages (HND, 16 tokens x 8 heads x 128 bf16, MHA)
+ * of layers layers; returns the bytes of one page of one buffer. */
+size_t bench_kv_32k(kvx_kv_layout_t *kv, unsigned layers);
 /* A kvx context over comm for layout; NULL (after printing why) on error. */
 kvx_ctx_t *bench_ctx_create(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
                             size_t num_pages, size_t aux_slots, const char *fault);
@@ -206,5 +215,6 @@ int bench_hetero(const bench_opts_t *o);
 int bench_agree(const bench_opts_t *o);
 int bench_fault(const bench_opts_t *o);
 int bench_verify(const bench_opts_t *o);
+int bench_layerwise(const bench_opts_t *o);
 
 #endif

@@ -58,6 +58,34 @@ void bench_barrier_sleepy(MPI_Comm comm)
     }
 }
 
+int bench_pair_world(const char *what, char *world, size_t len)
+{
+    char text[128];
+
+    snprintf(text, sizeof(text), "%s uses ranks 0 and 1; the others sleep", what);
+    bench_world_text(text, world, len);
+    if (bench_size < 2) {
+        if (bench_rank == 0) {
+            fprintf(stderr, "kvx-bench %s: needs 2 ranks\n", what);
+        }
+        return 2;
+    }
+    return 0;
+}
+
+size_t bench_kv_32k(kvx_kv_layout_t *kv, unsigned layers)
+{
+    memset(kv, 0, sizeof(*kv));
+    kv->layers = layers;
+    kv->page_size = 16;
+    kv->kv_heads = 8;
+    kv->head_dim = 128;
+    kv->dtype = KVX_DTYPE_BF16;
+    kv->attn = KVX_ATTN_MHA;
+    kv->page_layout = KVX_PAGE_HND;
+    return (size_t)kv->page_size * kv->kv_heads * kv->head_dim * 2;
+}
+
 kvx_ctx_t *bench_ctx_create(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
                             size_t num_pages, size_t aux_slots, const char *fault)
 {

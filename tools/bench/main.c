@@ -9,6 +9,7 @@
  *   kvx-bench agree   agreement rounds vs one MPI_Allreduce of the same bytes
  *   kvx-bench fault   an injected failure and a killed peer to FAILED agreed
  *   kvx-bench verify  the put shape with KVX_VERIFY off, sample and full
+ *   kvx-bench layerwise  each layer sent as it is computed vs one chunk at the end
  *
  * kvx-bench --help lists the options. Exit status: 0 when every row's
  * correctness column passed, 1 when one failed, 2 for bad usage.
@@ -23,7 +24,7 @@
 int bench_rank, bench_size, bench_raw_spin = 1;
 
 static const char usage_text[] =
-    "usage: mpirun -np N kvx-bench put|pages|hetero|agree|fault|verify [options]\n"
+    "usage: mpirun -np N kvx-bench put|pages|hetero|agree|fault|verify|layerwise [options]\n"
     "\n"
     "  put      rooms of one contiguous run each (K and V of one layer), from\n"
     "           --min to --max bytes, against ucp_put_nbx + flush of the same\n"
@@ -60,6 +61,10 @@ static const char usage_text[] =
     "         --rooms N (32) --page-layout hnd|nhd|head (hnd)\n"
     "agree    --tp LIST (2,4,8) --rooms LIST (1,4,16,64,256,1024,4096)\n"
     "         --failed LIST of percents (0,1)\n"
+    "layerwise --room-pages LIST (4,16,64) --layers L (8) --balance LIST of\n"
+    "         compute/transfer per layer (1,4) --compute spin|sleep: a layer's\n"
+    "         compute holds a core, as a forward pass holds the GPU, or frees it,\n"
+    "         as the CPU is while the GPU computes (spin)\n"
     "fault    --kinds injected,killed (killed only under --enable-recovery)\n"
     "         --rooms N per wave (8) --interval-us US between rounds (200)\n"
     "         --force-kill (kill even without --enable-recovery)\n"
@@ -147,6 +152,8 @@ static void defaults(bench_opts_t *o)
     parse_list("2,4,8", &o->tp, 0);
     parse_list("0,1", &o->failed, 0);
     parse_list("1:1,2:1,1:2,4:2", &o->layouts, 1);
+    parse_list("4,16,64", &o->room_pages, 0);
+    parse_list("1,4", &o->balances, 0);
 }
 
 /* Defaults that depend on the subcommand, for what the user left alone. */
@@ -155,7 +162,7 @@ static void sub_defaults(bench_opts_t *o)
     int pages = !strcmp(o->sub, "pages");
 
     if (o->layers == 0) {
-        o->layers = 4;
+        o->layers = !strcmp(o->sub, "layerwise") ? 8 : 4;
     }
     if (o->pages == 0) {
         o->pages = pages ? 128 : 64;
@@ -174,19 +181,31 @@ static void sub_defaults(bench_opts_t *o)
 
 static int parse(int argc, char **argv, bench_opts_t *o)
 {
-    static const struct option longs[] = {
-        { "json", 1, 0, 'j' },       { "plot", 1, 0, 'p' },
-        { "reps", 1, 0, 'r' },       { "window", 1, 0, 'w' },
-        { "poll-us", 1, 0, 'u' },    { "min", 1, 0, 'a' },
-        { "max", 1, 0, 'b' },        { "total", 1, 0, 't' },
-        { "pages", 1, 0, 'P' },      { "layers", 1, 0, 'L' },
-        { "rooms", 1, 0, 'R' },      { "scatter", 1, 0, 's' },
-        { "layouts", 1, 0, 'y' },    { "page-layout", 1, 0, 'l' },
-        { "tp", 1, 0, 'T' },         { "failed", 1, 0, 'f' },
-        { "kinds", 1, 0, 'k' },      { "interval-us", 1, 0, 'i' },
-        { "force-kill", 0, 0, 'K' }, { "help", 0, 0, 'h' },
-        { "raw-wait", 1, 0, 'W' },   { 0, 0, 0, 0 }
-    };
+    static const struct option longs[] = { { "json", 1, 0, 'j' },
+                                           { "plot", 1, 0, 'p' },
+                                           { "reps", 1, 0, 'r' },
+                                           { "window", 1, 0, 'w' },
+                                           { "poll-us", 1, 0, 'u' },
+                                           { "min", 1, 0, 'a' },
+                                           { "max", 1, 0, 'b' },
+                                           { "total", 1, 0, 't' },
+                                           { "pages", 1, 0, 'P' },
+                                           { "layers", 1, 0, 'L' },
+                                           { "rooms", 1, 0, 'R' },
+                                           { "scatter", 1, 0, 's' },
+                                           { "layouts", 1, 0, 'y' },
+                                           { "page-layout", 1, 0, 'l' },
+                                           { "tp", 1, 0, 'T' },
+                                           { "failed", 1, 0, 'f' },
+                                           { "kinds", 1, 0, 'k' },
+                                           { "interval-us", 1, 0, 'i' },
+                                           { "force-kill", 0, 0, 'K' },
+                                           { "help", 0, 0, 'h' },
+                                           { "raw-wait", 1, 0, 'W' },
+                                           { "room-pages", 1, 0, 'N' },
+                                           { "balance", 1, 0, 'B' },
+                                           { "compute", 1, 0, 'C' },
+                                           { 0, 0, 0, 0 } };
     int c, bad = 0;
 
     defaults(o);
@@ -264,6 +283,19 @@ static int parse(int argc, char **argv, bench_opts_t *o)
             o->raw_spin = !strcmp(optarg, "spin");
             bad |= o->raw_spin == 0 && strcmp(optarg, "kvx") != 0;
             break;
+        case 'N':
+            bad |= parse_list(optarg, &o->room_pages, 0);
+            for (int i = 0; i < o->room_pages.n; i++) {
+                bad |= o->room_pages.v[i] < 1;
+            }
+            break;
+        case 'B':
+            bad |= parse_list(optarg, &o->balances, 0);
+            break;
+        case 'C':
+            o->compute_sleep = !strcmp(optarg, "sleep");
+            bad |= o->compute_sleep == 0 && strcmp(optarg, "spin") != 0;
+            break;
         case 'h':
             return 1;
         default:
@@ -282,8 +314,13 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(const bench_opts_t *);
-    } subs[] = { { "put", bench_put },     { "pages", bench_pages }, { "hetero", bench_hetero },
-                 { "agree", bench_agree }, { "fault", bench_fault }, { "verify", bench_verify } };
+    } subs[] = { { "put", bench_put },
+                 { "pages", bench_pages },
+                 { "hetero", bench_hetero },
+                 { "agree", bench_agree },
+                 { "fault", bench_fault },
+                 { "verify", bench_verify },
+                 { "layerwise", bench_layerwise } };
     bench_opts_t o;
     int rc = 2, p, found = 0;
 

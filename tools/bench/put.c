@@ -28,18 +28,6 @@ typedef struct put_job {
     uint64_t next_id;
 } put_job_t;
 
-static void put_kv(kvx_kv_layout_t *kv)
-{
-    memset(kv, 0, sizeof(*kv));
-    kv->layers = 1;
-    kv->page_size = 16;
-    kv->kv_heads = 8;
-    kv->head_dim = 128;
-    kv->dtype = KVX_DTYPE_BF16;
-    kv->attn = KVX_ATTN_MHA;
-    kv->page_layout = KVX_PAGE_HND;
-}
-
 static uint64_t put_seed(size_t bytes, int slot, int comp)
 {
     return (uint64_t)bytes * 16 + (uint64_t)slot * 2 + (uint64_t)comp;
@@ -251,18 +239,13 @@ int bench_put(const bench_opts_t *o)
     char world[512];
     int rc = 1, ok = 1;
 
-    bench_world_text("put uses ranks 0 and 1; the others sleep", world, sizeof(world));
-    if (bench_size < 2) {
-        if (bench_rank == 0) {
-            fprintf(stderr, "kvx-bench put: needs 2 ranks\n");
-        }
+    if (bench_pair_world("put", world, sizeof(world)) != 0) {
         return 2;
     }
     if (j.comm != MPI_COMM_NULL) {
         MPI_Comm_rank(j.comm, &j.rank);
-        put_kv(&kv);
         /* The page size of one buffer is known once a context says so. */
-        j.pb = (size_t)kv.page_size * kv.kv_heads * kv.head_dim * 2;
+        j.pb = bench_kv_32k(&kv, 1);
         j.max_np = (o->max_size + 2 * j.pb - 1) / (2 * j.pb);
         j.ctx = bench_ctx_create(j.comm, "prefill:1x1,decode:1x1", &kv,
                                  (size_t)o->window * j.max_np, (size_t)o->window, NULL);

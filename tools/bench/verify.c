@@ -224,24 +224,12 @@ int bench_verify(const bench_opts_t *o)
     memset(&j, 0, sizeof(j));
     j.o = o;
     j.comm = bench_subworld(2);
-    bench_world_text("verify uses ranks 0 and 1; the others sleep", world, sizeof(world));
-    if (bench_size < 2) {
-        if (bench_rank == 0) {
-            fprintf(stderr, "kvx-bench verify: needs 2 ranks\n");
-        }
+    if (bench_pair_world("verify", world, sizeof(world)) != 0) {
         return 2;
     }
     if (j.comm != MPI_COMM_NULL) {
         MPI_Comm_rank(j.comm, &j.rank);
-        memset(&kv, 0, sizeof(kv));
-        kv.layers = 1;
-        kv.page_size = 16;
-        kv.kv_heads = 8;
-        kv.head_dim = 128;
-        kv.dtype = KVX_DTYPE_BF16;
-        kv.attn = KVX_ATTN_MHA;
-        kv.page_layout = KVX_PAGE_HND;
-        j.pb = (size_t)kv.page_size * kv.kv_heads * kv.head_dim * 2;
+        j.pb = bench_kv_32k(&kv, 1);
         j.max_np = (o->max_size + 2 * j.pb - 1) / (2 * j.pb);
         for (int m = 0; m < VMODES && ok; m++) {
             /* twice the pages of a slot: the fragmented shape uses every other one */
