@@ -1,5 +1,5 @@
 #!/bin/sh
-# check-demo-json.sh FILE ROOMS none|injected|lost - the post step of the kvx-demo
+# check-demo-json.sh FILE ROOMS none|injected|lost [layerwise] - the post step of the kvx-demo
 # cases (mpi_tests/cases/demo_*.mpi): the summary kvx-demo --json wrote is
 # JSON with every key of the demo's schema, ROOMS rooms each of which
 # succeeded or failed, every rank agreed on every room, no byte differed,
@@ -8,12 +8,14 @@
 # and every one injected (grouped by reason, origin and stage, counts adding
 # up to rooms_failed), or (lost) a rank died: it is named unreachable, the
 # rooms of its instance failed with KVX_ERR_PEER_LOST, and rooms with the
-# other instances kept succeeding after the loss. Needs jq (a Debian package; launch/quickstart.sh
+# other instances kept succeeding after the loss; with layerwise, the run
+# handed each layer over as computed (kvx-demo --layerwise). Needs jq (a Debian package; launch/quickstart.sh
 # installs it); without it the case is skipped.
 set -u
 file=${1:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
 rooms=${2:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
 expect=${3:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
+mode=${4:-}
 
 if ! command -v jq >/dev/null 2>&1; then
     echo "SKIP: jq is not installed (apt-get install jq; launch/quickstart.sh does)"
@@ -34,9 +36,11 @@ check() {
 }
 check "every key of the schema, numbers where numbers belong" \
     '. as $d | all("rooms_total", "rooms_success", "rooms_failed", "rooms_disagreed",
-                   "byte_mismatches", "bytes", "gbps", "latency_ms", "failures"; . as $k | $d | has($k)) and
+                   "byte_mismatches", "bytes", "gbps", "latency_ms", "tail_ms", "layerwise",
+                   "layer_us", "failures"; . as $k | $d | has($k)) and
      ([.rooms_total, .rooms_success, .rooms_failed, .rooms_disagreed, .byte_mismatches, .bytes,
-       .gbps, .latency_ms.p50, .latency_ms.p99] | all(type == "number")) and
+       .gbps, .latency_ms.p50, .latency_ms.p99, .tail_ms.p50, .tail_ms.p99, .layer_us] |
+      all(type == "number")) and (.layerwise | type == "boolean") and
      (.failures | type == "array")'
 check "$rooms rooms, each succeeded or failed" \
     ".rooms_total == $rooms and .rooms_success + .rooms_failed == $rooms"
@@ -47,6 +51,17 @@ check "kvx's counters (kvx_ctx_stats) match every rank's own records; no more by
     '.counters.match == true and (.counters.mismatches | length) == 0 and
      (.bytes_verified | type == "number") and (.bytes_verified <= .bytes or .counters.bytes_complete == false)'
 check "latency: 0 < p50 <= p99" '.latency_ms.p50 > 0 and .latency_ms.p50 <= .latency_ms.p99'
+check "tail (last KV computed to agreed SUCCESS): 0 < p50 <= p99, within the latency" \
+    '.rooms_success == 0 or (.tail_ms.p50 > 0 and .tail_ms.p50 <= .tail_ms.p99 and
+                             .tail_ms.p50 <= .latency_ms.p99)'
+case $mode in
+layerwise) check "each layer handed over as computed" '.layerwise == true' ;;
+"") check "each step's chunk handed over once computed" '.layerwise == false' ;;
+*)
+    echo "FAIL: mode '$mode' is not layerwise"
+    bad=1
+    ;;
+esac
 check "failures grouped by reason, origin and stage; counts add up to rooms_failed" \
     'all(.failures[]; (.reason | type == "string") and (.origin | type == "string") and
          (.stage | type == "string") and (.injected | type == "boolean") and .count >= 1) and

@@ -39,6 +39,8 @@ typedef struct demo_opts {
     unsigned min_tokens, max_tokens; /* --prompt-tokens */
     unsigned concurrency;            /* rooms in flight per instance */
     unsigned chunk_pages;            /* pages a prefill step computes */
+    double layer_us;                 /* --layer-us: compute per layer of a full step */
+    int layerwise;                   /* --layerwise: each layer handed over when computed */
     kvx_kv_layout_t kv;
     size_t pool_pages; /* pages per (layer, component); 0: sized from the requests */
     const char *fault;
@@ -102,6 +104,9 @@ void demo_kv_cleanup(demo_kv_t *g);
  * rank holds. Returns the bytes that differ (0 when writing). */
 uint64_t demo_kv_pages(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first,
                        size_t n, int check);
+/* Writes the KV of one layer of those pages (a layer-wise prefill step). */
+void demo_kv_layer(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first, size_t n,
+                   unsigned layer);
 
 /* The aux payload: the room's first output token, derived from its id. */
 uint32_t demo_first_token(uint64_t room);
@@ -142,6 +147,7 @@ typedef struct demo_outcome {
     uint32_t injected;   /* KVX_FAILURE_INJECTED */
     uint32_t decode;     /* recorded by a decode rank */
     double latency_ms;   /* decode: pre-allocation to agreed outcome */
+    double computed_s;   /* prefill: when its last KV was computed, seconds after the start */
     double agreed_s;     /* decode: when the outcome was agreed, seconds after the start */
     uint64_t bytes;      /* decode: KV bytes that landed in this rank's pages (SUCCESS) */
     uint64_t mismatches;

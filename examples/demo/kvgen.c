@@ -104,13 +104,14 @@ static uint64_t differing(const unsigned char *a, const unsigned char *b, size_t
     return bad;
 }
 
-uint64_t demo_kv_pages(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first,
-                       size_t n, int check)
+/* The buffers [b0, b1) (layer * comps + component) of those pages. */
+static uint64_t kv_buffers(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first,
+                           size_t n, unsigned b0, unsigned b1, int check)
 {
     unsigned char want[16384];
     uint64_t bad = 0;
 
-    for (unsigned b = 0; b < g->kv.layers * g->comps; b++) {
+    for (unsigned b = b0; b < b1; b++) {
         unsigned char *buf = g->bufs[b];
 
         for (size_t i = first; i < first + n; i++) {
@@ -127,4 +128,16 @@ uint64_t demo_kv_pages(const demo_kv_t *g, uint64_t room, const uint32_t *pages,
         }
     }
     return bad;
+}
+
+uint64_t demo_kv_pages(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first,
+                       size_t n, int check)
+{
+    return kv_buffers(g, room, pages, first, n, 0, g->kv.layers * g->comps, check);
+}
+
+void demo_kv_layer(const demo_kv_t *g, uint64_t room, const uint32_t *pages, size_t first, size_t n,
+                   unsigned layer)
+{
+    kv_buffers(g, room, pages, first, n, layer * g->comps, (layer + 1) * g->comps, 0);
 }

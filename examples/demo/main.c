@@ -57,7 +57,10 @@ static void print_header(const demo_opts_t *o, const kvx_identity_t *id, size_t 
     printf("# KV per token %.1f KiB: %u layers x %s x %s; pages of %u tokens (%s), %zu per rank\n",
            token / 1024, kv->layers, shape, dtype_name(kv->dtype), kv->page_size,
            layouts[kv->page_layout], pool);
-    printf("# chunked prefill: %u pages per step; faults: %s%s%s\n", o->chunk_pages,
+    printf("# chunked prefill: %u pages per step, %.0f us of compute per layer, %s; faults: "
+           "%s%s%s\n",
+           o->chunk_pages, o->layer_us,
+           o->layerwise ? "each layer handed over as computed" : "a step's chunk handed over",
            o->fault != NULL    ? o->fault
            : env_fault != NULL ? ""
                                : "none",

@@ -26,6 +26,12 @@ static void usage(FILE *out)
             "  --concurrency C         rooms in flight per instance (default 16)\n"
             "  --chunk-pages N         pages one prefill step computes; a longer prompt is\n"
             "                          sent in chunks as they are computed (default 64)\n"
+            "  --layer-us US           compute time per layer of a prefill step of\n"
+            "                          --chunk-pages pages, a busy wait (a shorter step\n"
+            "                          takes its share; default 0)\n"
+            "  --layerwise             hand each layer of a step over as soon as it is\n"
+            "                          computed (kvx_room_send_layers), not the step's\n"
+            "                          chunk once every layer is\n"
             "  --page-size P           tokens per page (default 16)\n"
             "  --layers L              layers (default 4)\n"
             "  --kv-heads H            KV heads of the model (default 8)\n"
@@ -264,6 +270,11 @@ static int parse_one(int c, const char *arg, demo_opts_t *o)
     case 'o':
         o->plot = arg;
         return 0;
+    case 'U':
+        DEMO_NUMBER(o->layer_us, double, 0, 10000000);
+    case 'W':
+        o->layerwise = 1;
+        return 0;
     default:
         return -1;
     }
@@ -304,6 +315,7 @@ int demo_opts_parse(int argc, char **argv, int rank, int world_size, demo_opts_t
         { "trace", 1, 0, 'R' },         { "trace-speed", 1, 0, 'S' },
         { "trace-limit", 1, 0, 'N' },   { "trace-cap", 1, 0, 'C' },
         { "plot", 1, 0, 'o' },          { "end-timeout", 1, 0, 'e' },
+        { "layer-us", 1, 0, 'U' },      { "layerwise", 0, 0, 'W' },
         { "help", 0, 0, 'h' },          { 0, 0, 0, 0 }
     };
     const char *why = NULL;

@@ -56,6 +56,8 @@ struct demo_flight {
     int drained;   /* its close was refused while writers drained */
     uint64_t seq;  /* admission order */
     double t_open;
+    double t_computed;           /* prefill: its last KV was computed */
+    uint32_t step_first, step_n; /* prefill: its pages in the step being computed */
 };
 
 double demo_now(void)
@@ -268,41 +270,91 @@ static demo_flight_t *next_to_compute(demo_serve_t *s)
     return best;
 }
 
-/* One prefill step: chunk_pages pages of KV, computed into the rooms'
- * pages and handed over as each room's next chunk; the last one carries
- * the first token. A room that failed meanwhile is not computed further. */
+/* A layer's compute time for a step of n pages (--layer-us is a full
+ * step's): a busy wait, as a forward pass holds the GPU. */
+static void compute_layer(const demo_serve_t *s, uint32_t n)
+{
+    double end = demo_now() + s->o->layer_us * 1e-6 * n / s->o->chunk_pages;
+
+    while (s->o->layer_us > 0 && demo_now() < end) {
+    }
+}
+
+/* Hands over the step's pages of a room: one layer (layer-wise), or every
+ * layer (layer < 0). The room's last hand-over carries the first token. */
+static void hand_over(demo_serve_t *s, demo_flight_t *f, int layer)
+{
+    uint32_t token = demo_first_token(f->req->id);
+    int last = f->step_first + f->step_n == f->req->npages &&
+               (layer < 0 || (unsigned)layer + 1 == s->kv.kv.layers);
+    kvx_status_t st;
+
+    if (f->dead) {
+        return;
+    }
+    if (last) {
+        f->t_computed = demo_now();
+    }
+    st = layer < 0 ? kvx_room_send_chunk(s->ctx, f->req->id, f->pages + f->step_first, f->step_n,
+                                         last ? &token : NULL, last ? sizeof(token) : 0)
+                   : kvx_room_send_layers(s->ctx, f->req->id, f->pages + f->step_first, f->step_n,
+                                          (unsigned)layer, 1, NULL, last ? &token : NULL,
+                                          last ? sizeof(token) : 0);
+    if (st != KVX_OK) {
+        if (st != KVX_ERR_STATE) { /* STATE: it failed since the poll */
+            fprintf(stderr, "kvx-demo: rank %d: room %llu: %s: %s\n", s->id.world_rank,
+                    (unsigned long long)f->req->id, layer < 0 ? "send_chunk" : "send_layers",
+                    kvx_status_name(st));
+        }
+        f->dead = 1;
+    }
+}
+
+/* One prefill step: chunk_pages pages of KV of the oldest rooms, computed
+ * layer by layer into the rooms' pages. Each layer is handed over as it is
+ * computed (--layerwise), or each room's pages of the step as one chunk
+ * once every layer is. A room that failed meanwhile is not computed
+ * further. */
 static int serve_compute(demo_serve_t *s)
 {
-    unsigned budget = s->o->chunk_pages;
+    unsigned budget = s->o->chunk_pages, layers = s->kv.kv.layers;
+    uint32_t total = 0;
     demo_flight_t *f;
-    int busy = 0;
 
     while (budget > 0 && (f = next_to_compute(s)) != NULL) {
         uint32_t n = f->req->npages - f->sent < budget ? f->req->npages - f->sent : budget;
-        uint32_t token = demo_first_token(f->req->id);
-        int last = f->sent + n == f->req->npages;
         kvx_room_state_t state;
-        kvx_status_t st;
 
         if (kvx_room_poll(s->ctx, f->req->id, &state) != KVX_OK || state == KVX_ROOM_FAILED) {
             f->dead = 1;
             continue;
         }
-        demo_kv_pages(&s->kv, f->req->id, f->pages, f->sent, n, 0);
-        st = kvx_room_send_chunk(s->ctx, f->req->id, f->pages + f->sent, n, last ? &token : NULL,
-                                 last ? sizeof(token) : 0);
-        if (st != KVX_OK) {
-            if (st != KVX_ERR_STATE) { /* STATE: it failed since the poll */
-                fprintf(stderr, "kvx-demo: rank %d: room %llu: send_chunk: %s\n", s->id.world_rank,
-                        (unsigned long long)f->req->id, kvx_status_name(st));
-            }
-            f->dead = 1;
-        }
+        f->step_first = f->sent;
+        f->step_n = n;
         f->sent += n;
         budget -= n;
-        busy = 1;
+        total += n;
     }
-    return busy;
+    for (unsigned l = 0; total > 0 && l < layers; l++) {
+        compute_layer(s, total);
+        for (unsigned i = 0; i < s->slots; i++) {
+            f = &s->flight[i];
+            if (f->req != NULL && f->step_n > 0 && !f->dead) {
+                demo_kv_layer(&s->kv, f->req->id, f->pages, f->step_first, f->step_n, l);
+                if (s->o->layerwise) {
+                    hand_over(s, f, (int)l);
+                }
+            }
+        }
+    }
+    for (unsigned i = 0; total > 0 && i < s->slots; i++) {
+        f = &s->flight[i];
+        if (f->req != NULL && f->step_n > 0 && !s->o->layerwise) {
+            hand_over(s, f, -1);
+        }
+        f->step_n = 0;
+    }
+    return total > 0;
 }
 
 /* ---- 2, 4. agreement and what was agreed ------------------------------------------- */
@@ -385,6 +437,7 @@ static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
      * only the prefill ranks tell when its rooms failed. */
     out->at_s = demo_now() - s->t0;
     if (!is_decode(s)) {
+        out->computed_s = f->t_computed > 0 ? f->t_computed - s->t0 : 0;
         return;
     }
     out->latency_ms = (demo_now() - f->t_open) * 1e3;
