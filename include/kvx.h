@@ -810,7 +810,8 @@ KVX_API kvx_status_t kvx_room_send_chunk(kvx_ctx_t *ctx, uint64_t room_id, const
  *        thread; the caller never waits. The event must stay valid and not
  *        be recorded again until the room is SUCCESS or FAILED here. Only
  *        with a CUDA pool; a failed query fails the room (KVX_ERR_CUDA,
- *        stage post).
+ *        stage post); an event not complete at the room's deadline fails
+ *        it KVX_ERR_TIMEOUT naming the hand-over.
  * @return KVX_OK; KVX_ERR_INVALID_PARAM (nlayers 0, a layer outside the
  *         model, layers of the range at different counts, a page position
  *         named with another source page, an event without a CUDA pool, aux

@@ -16,6 +16,15 @@
  *                       pointers on one rank, invalid KVX_* variables and
  *                       parameters: the same status and reason on every rank
  *                       that called, within seconds, and nothing left behind
+ *   t_badinput layers   2 ranks, prefill:1x1,decode:1x1: every refused
+ *                       kvx_room_send_layers(), and a layer left missing
+ *   t_badinput events   2 ranks, prefill:1x1,decode:1x1, a CUDA pool on
+ *                       the stand-in runtime whose events never complete
+ *                       (KVXT_FAKE_CUDA_POLLS huge): a room handed over
+ *                       behind an event fails at the prefill's transfer
+ *                       deadline naming the hand-over; a room aborted
+ *                       behind one fails with the abort on both sides and
+ *                       closes at once
  *
  * Each row of the matrix is printed ("badinput: call | input -> status |
  * reason"). Where kvx.h lists no status for an input the test asserts what
@@ -29,6 +38,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kvcuda.h"
 #include "testlib.h"
 
 int tl_rank, tl_failures;
@@ -830,6 +840,138 @@ static int mode_layers(void)
     return 0;
 }
 
+/* Pages [first, first + n) of every buffer of a CUDA pool still hold the
+ * fill (read back through the runtime: the stand-in maps device memory
+ * PROT_NONE). */
+static int device_unwritten(const job_t *j, uint32_t first, uint32_t n)
+{
+    size_t len = n * j->page_bytes;
+    unsigned char *host = malloc(len);
+    int ok = host != NULL;
+
+    for (unsigned b = 0; ok && b < 4; b++) {
+        kvc_copy(host, (const unsigned char *)j->bufs[b] + first * j->page_bytes, len);
+        for (size_t i = 0; ok && i < len; i++) {
+            ok = host[i] == POOL_FILL;
+        }
+    }
+    free(host);
+    return ok;
+}
+
+/* Waits until room id is FAILED here; its failure in f. */
+static int wait_failed(job_t *j, uint64_t id, kvx_failure_t *f)
+{
+    memset(f, 0, sizeof(*f));
+    return wait_state(j->ctx, id, KVX_ROOM_SUCCESS) == KVX_ROOM_FAILED && /* or SUCCESS */
+           kvx_room_failure(j->ctx, id, f) == KVX_OK;
+}
+
+/* Room 42: every (page, layer) handed over behind an event that never
+ * completes. The prefill's transfer deadline (2 s; the decode's is 6 s, set
+ * before the context) fires first and names the hand-over; both sides hold
+ * that reason. Nothing was posted: the decode's pages still hold the fill. */
+static void events_deadline(job_t *j, void *event, const uint32_t *pages)
+{
+    int prefill = j->id.role == KVX_ROLE_PREFILL;
+    uint64_t aux = 42;
+    kvx_failure_t f;
+
+    if (!prefill) {
+        TL_CHECK(kvx_room_recv_open(j->ctx, 42, 0, pages, 4, 0) == KVX_OK, "recv_open 42");
+    } else {
+        TL_CHECK(kvx_room_send_open(j->ctx, 42, 0, 4) == KVX_OK, "send_open 42");
+        TL_CHECK(kvx_room_send_layers(j->ctx, 42, pages, 4, 0, 2, event, &aux, sizeof(aux)) ==
+                     KVX_OK,
+                 "send_layers(0+2) of room 42 behind an event");
+    }
+    TL_CHECK(wait_failed(j, 42, &f) && f.status == KVX_ERR_TIMEOUT &&
+                 f.origin_role == KVX_ROLE_PREFILL &&
+                 strstr(f.text, "waiting for the ready event of hand-over 1 of 1 (layers 0..1, "
+                                "pages 0..3) to complete: cudaEventQuery says not ready") != NULL,
+             "room 42: %s from %s: %s", kvx_status_name(f.status), kvx_role_name(f.origin_role),
+             f.text);
+    printf("badinput: rank %d | room 42 behind an event that never completes | %s | %s\n", tl_rank,
+           kvx_status_name(f.status), f.text);
+    TL_CHECK(close_room(j->ctx, 42) == KVX_OK, "close 42");
+    TL_CHECK(prefill || device_unwritten(j, 0, 4), "room 42 wrote the decode's pages");
+}
+
+/* Room 43: aborted by the prefill while its hand-over waits for the event:
+ * FAILED with the abort's reason on both sides, closed at once (nothing was
+ * posted, so nothing drains). */
+static void events_abort(job_t *j, void *event, const uint32_t *pages)
+{
+    int prefill = j->id.role == KVX_ROLE_PREFILL;
+    kvx_failure_t f;
+    double t0;
+
+    if (!prefill) {
+        TL_CHECK(kvx_room_recv_open(j->ctx, 43, 0, pages, 4, 0) == KVX_OK, "recv_open 43");
+    } else {
+        TL_CHECK(kvx_room_send_open(j->ctx, 43, 0, 4) == KVX_OK, "send_open 43");
+        TL_CHECK(kvx_room_send_layers(j->ctx, 43, pages, 4, 0, 1, event, NULL, 0) == KVX_OK,
+                 "send_layers(0+1) of room 43 behind an event");
+        TL_CHECK(kvx_room_abort(j->ctx, 43, "t_badinput: aborted behind an event") == KVX_OK,
+                 "abort 43");
+    }
+    TL_CHECK(wait_failed(j, 43, &f) && f.stage == KVX_STAGE_ABORT &&
+                 f.origin_role == KVX_ROLE_PREFILL &&
+                 strstr(f.text, "t_badinput: aborted behind an event") != NULL,
+             "room 43: %s at %s from %s: %s", kvx_status_name(f.status), kvx_stage_name(f.stage),
+             kvx_role_name(f.origin_role), f.text);
+    printf("badinput: rank %d | room 43 aborted behind an event | %s | %s\n", tl_rank,
+           kvx_status_name(f.status), f.text);
+    t0 = tl_now();
+    TL_CHECK(close_room(j->ctx, 43) == KVX_OK, "close 43");
+    printf("badinput: rank %d | room 43 closed after %.1f ms\n", tl_rank, (tl_now() - t0) * 1e3);
+    TL_CHECK(prefill || device_unwritten(j, 4, 4), "room 43 wrote the decode's pages");
+}
+
+static int mode_events(void)
+{
+    uint32_t first[4] = { 0, 1, 2, 3 }, second[4] = { 4, 5, 6, 7 };
+    kvx_ctx_params_t p;
+    void *stream = NULL, *event = NULL;
+    char why[256];
+    int ok;
+    job_t j;
+
+    ok = kvc_open(why, sizeof(why)) == 0 && kvc.devices > 0;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok) {
+        printf("SKIP: rank %d: no CUDA runtime: %s\n", tl_rank, why);
+        return 77;
+    }
+    if (tl_rank == 1) {
+        setenv("KVX_TRANSFER_TIMEOUT", "6s", 1); /* the decode's: the prefill's fires first */
+    }
+    job_params(&p);
+    p.mem_type = KVX_MEM_CUDA;
+    p.cuda_device = 0;
+    tl_job_start(&j, &p);
+    if (j.id.role == KVX_ROLE_PREFILL) {
+        TL_CHECK(kvc.stream_create(&stream, 1) == 0 && kvc.event_create(&event, 2) == 0 &&
+                     kvc.event_record(event, stream) == 0,
+                 "an event recorded on a stream");
+    } else {
+        unsigned char *fill = malloc(NUM_PAGES * j.page_bytes);
+
+        TL_CHECK(fill != NULL, "no memory");
+        for (unsigned b = 0; fill != NULL && b < 4; b++) {
+            memset(fill, POOL_FILL, NUM_PAGES * j.page_bytes);
+            kvc_copy(j.bufs[b], fill, NUM_PAGES * j.page_bytes);
+        }
+        free(fill);
+    }
+    events_deadline(&j, event, first);
+    MPI_Barrier(MPI_COMM_WORLD);
+    events_abort(&j, event, second);
+    MPI_Barrier(MPI_COMM_WORLD);
+    TL_CHECK(kvx_ctx_destroy(j.ctx) == KVX_OK, "destroy");
+    return 0;
+}
+
 /* ---- creation ------------------------------------------------------------ */
 
 /* The room tests' parameters, with a smaller pool. */
@@ -1099,8 +1241,11 @@ int main(int argc, char **argv)
         rc = mode_create();
     } else if (strcmp(mode, "layers") == 0) {
         rc = mode_layers();
+    } else if (strcmp(mode, "events") == 0) {
+        rc = mode_events();
     } else {
-        fprintf(stderr, "usage: t_badinput rooms|create|layers (see mpi_tests/t_badinput.c)\n");
+        fprintf(stderr,
+                "usage: t_badinput rooms|create|layers|events (see mpi_tests/t_badinput.c)\n");
     }
     MPI_Allreduce(&tl_failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (tl_rank == 0) {

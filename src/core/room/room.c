@@ -292,7 +292,7 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
 {
     kvx_failure_t f;
     const char *waiting_for;
-    char missing[160];
+    char missing[192];
 
     switch (room->state) {
     case KVX_ROOM_BOOTSTRAPPING:
@@ -308,6 +308,8 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
             room->side == KVX_ROLE_DECODE ? "every writer to complete" : "the puts to complete";
         if (room->side == KVX_ROLE_PREFILL && room->nlp < room->nlp_all) {
             waiting_for = sender_missing(ctx, room, missing, sizeof(missing));
+        } else if (room->side == KVX_ROLE_PREFILL && room->nready < room->nhov) {
+            waiting_for = sender_gated(room, missing, sizeof(missing));
         }
         break;
     }

@@ -871,6 +871,17 @@ const char *sender_missing(const kvx_ctx_t *ctx, const room_t *room, char *buf, 
     return buf;
 }
 
+const char *sender_gated(const room_t *room, char *buf, size_t len)
+{
+    const handover_t *h = &room->hov[room->nready];
+
+    snprintf(buf, len,
+             "the ready event of hand-over %zu of %zu (layers %u..%u, pages %zu..%zu) to "
+             "complete: cudaEventQuery says not ready",
+             room->nready + 1, room->nhov, h->l0, h->l0 + h->nl - 1, h->pos, h->pos + h->n - 1);
+    return buf;
+}
+
 /* Grows the list of hand-overs by one; 0 when out of memory. */
 static int sender_hov_grow(room_t *room)
 {

@@ -61,6 +61,10 @@ kvx_status_t sender_layers(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, 
 size_t sender_pages_sent(const kvx_ctx_t *ctx, const room_t *room);
 /* Says which layers still miss pages (a room not all handed over), in buf. */
 const char *sender_missing(const kvx_ctx_t *ctx, const room_t *room, char *buf, size_t len);
+/* What a prefill room whose every (page, layer) was handed over waits for
+ * while a hand-over's ready event has not completed (nready < nhov): "the
+ * ready event of hand-over 2 of 3 (layers 1..1, pages 0..3) to complete". */
+const char *sender_gated(const room_t *room, char *buf, size_t len);
 /* Progress poller: queries the events of gated hand-overs and posts the
  * ones that completed. */
 unsigned sender_poll_events(kvx_ctx_t *ctx);
