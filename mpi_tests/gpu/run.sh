@@ -14,7 +14,8 @@
 # Steps: build in KVXGPU_BUILD (default build-gpu in the tree; an existing
 # one is only remade) with --enable-werror and --with-cuda=$CUDA_HOME
 # (default /usr/local/cuda); run tests/test_copier and every CUDA case
-# (cuda_* on the GPU, cuda_fake_* on the stand-in runtime, host_staged_*);
+# (cuda_* on the GPU, cuda_fake_*, *_cuda_fake* and badinput_events on the
+# stand-in runtime, host_staged_*);
 # then t_rooms --no-verify (200 rooms of 64 contiguous pages, 16.8 MB each:
 # 3.4 GB per run) with host pools (direct, then KVX_MEM_PATH=staged) and CUDA
 # pools (the path UCX allows, then KVX_MEM_PATH=staged).
@@ -159,7 +160,8 @@ tools/kvx-topo >>"$out/info.txt" 2>&1
 sed -n 's/^path   /path: /p' "$out/info.txt" | while IFS= read -r l; do say "$l"; done
 
 # ---- tests --------------------------------------------------------------------
-cases=$(cd "$src" && ls mpi_tests/cases/cuda_*.mpi mpi_tests/cases/host_staged_*.mpi | tr '\n' ' ')
+cases=$(cd "$src" && ls mpi_tests/cases/cuda_*.mpi mpi_tests/cases/*_cuda_fake*.mpi \
+    mpi_tests/cases/badinput_events.mpi mpi_tests/cases/host_staged_*.mpi | tr '\n' ' ')
 # tests/test_copier needs criterion: built by the build step when found.
 unit=
 [ -x tests/test_copier ] && unit=tests/test_copier
