@@ -208,6 +208,28 @@ else
     check "without it the job ends with the dead rank" 137 '!^rank [0-9] survived'
     real --layout prefill:1x1,decode:1x1 -- sh -c 'exit 3'
     check "the program's exit status comes back" 3
+    # Under --enable-recovery mpirun exits 0 whatever the ranks did: the
+    # ranks of a kvx program record their statuses and kvx-run says them.
+    if [ -x mpi_tests/t_exit ]; then
+        texit=$PWD/mpi_tests/t_exit
+        real --layout prefill:1x1,decode:1x2 --tolerate-failures -- "$texit" 1=3
+        check "--tolerate-failures: a rank's exit status 3 comes back" 3 \
+            '^kvx-run: exit statuses: 3 of 3 ranks exited: rank 1 exited 3$'
+        real --layout prefill:1x1,decode:1x2 --tolerate-failures -- "$texit" 1=kill
+        check "--tolerate-failures: a killed rank is named, the survivors' 0 comes back" 0 \
+            '^t_exit: rank 0: exit 0$' '^t_exit: rank 2: exit 0$' \
+            '^kvx-run: exit statuses: 2 of 3 ranks exited, all 0; no status from rank\(s\) 1: killed'
+        real --layout prefill:1x1,decode:1x2 --tolerate-failures -- "$texit" 1=kill 2=4
+        check "--tolerate-failures: a killed rank and a survivor's exit 4" 4 \
+            'rank 2 exited 4; no status from rank\(s\) 1'
+        real --layout prefill:1x1,decode:1x2 --tolerate-failures -- sh -c 'exit 0'
+        check "--tolerate-failures, not a kvx program: the launcher's status, said so" 0 \
+            '^kvx-run: no rank recorded its exit status'
+        [ -z "$(find "$work/tmp" -name 'kvx-run.status.*')" ] && ok "the status directory is removed" ||
+            bad "the status directory is left in $work/tmp"
+    else
+        echo "skipped: mpi_tests/t_exit is not built (make check builds it)"
+    fi
 fi
 
 echo "$passed passed, $failed failed"

@@ -149,6 +149,11 @@ static const cfg_row_t cfg_table[] = {
       "Prometheus text file the progress thread rewrites (atomically) every "
       "KVX_METRICS_INTERVAL and at destroy; %h, %p and %r become host, pid and world rank.",
       CFG_FIELD(metrics_file), NULL, 0, 0 },
+    { "KVX_RUN_STATUS_DIR", CFG_STRING, "",
+      "Set by kvx-run --tolerate-failures: a rank with a context writes its exit status to "
+      "DIR/rank.N (N its world rank) when it exits, as mpirun --enable-recovery reports 0 "
+      "whatever the ranks did; a rank killed or aborted writes none.",
+      CFG_FIELD(run_status_dir), NULL, 0, 0 },
     { "KVX_METRICS_INTERVAL", CFG_TIME, "5s",
       "How often KVX_METRICS_FILE is written (at least 100ms).", CFG_FIELD(metrics_interval), NULL,
       0, 0 },

@@ -51,6 +51,7 @@ typedef struct kvx_cfg {
     int mem_path;                /* KVX_MEM_PATH, a cfg_mem_path_t */
     char *cuda_library;          /* KVX_CUDA_LIBRARY */
     char *metrics_file;          /* KVX_METRICS_FILE */
+    char *run_status_dir;        /* KVX_RUN_STATUS_DIR (kvx-run) */
     uint64_t metrics_interval;   /* KVX_METRICS_INTERVAL, ns */
     uint64_t health_progress;    /* KVX_HEALTH_PROGRESS_TIMEOUT, ns */
     uint64_t health_stall;       /* KVX_HEALTH_STALL_TIMEOUT, ns */

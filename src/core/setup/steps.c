@@ -21,6 +21,7 @@
 #include "core/xfer/verify.h"
 #include "mpi/kvx_mpi.h"
 #include "topo/topo.h"
+#include "util/exitrec.h"
 #include "util/failure.h"
 #include "util/ident.h"
 #include "util/log.h"
@@ -431,6 +432,9 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     kvx_info("context ready: %s[%d].tp%d of %d, %zu pages of %zu bytes per buffer, %d peers",
              kvx_role_name(ctx->role), ctx->instance, ctx->tp_rank, ctx->tp_size, ctx->num_pages,
              ctx->my.page_bytes, ctx->npeers);
+    if (ctx->cfg.run_status_dir != NULL && ctx->cfg.run_status_dir[0] != '\0') {
+        exitrec_arm(ctx->cfg.run_status_dir, ctx->rank);
+    }
     *ctx_p = ctx;
     return KVX_OK;
 }
