@@ -56,6 +56,7 @@ struct demo_report {
     uint64_t bytes, mismatches;
     double p50, p99;
     double tail_p50, tail_p99; /* last KV computed (prefill) to agreed SUCCESS (decode) */
+    size_t nlat, ntail;        /* SUCCESS rooms with the records each needs */
     group_t *groups;
     size_t ngroups;
     double *done_at; /* per request: when agreed SUCCESS everywhere, else -1 (trace.h) */
@@ -311,7 +312,7 @@ static void compare(demo_report_t *r)
     double *lat = calloc(N, sizeof(double));
     double *at = calloc(N, sizeof(double));
     double *tail = calloc(N, sizeof(double));
-    size_t nlat = 0;
+    size_t nlat = 0, ntail = 0;
     demo_req_t *reqs = demo_requests(r->o, &r->id);
 
     r->done_at = calloc(N, sizeof(double));
@@ -362,9 +363,14 @@ static void compare(demo_report_t *r)
         } else if (x->ref->state == KVX_ROOM_SUCCESS) {
             r->success++;
             r->bytes += x->bytes;
-            /* Every rank's clock starts at one barrier (main.c). */
-            tail[nlat] = (x->agreed_s - x->computed_s) * 1e3;
-            lat[nlat++] = x->latency_ms;
+            /* Only with records of both sides (a partition may leave one);
+             * every rank's clock starts at one barrier (main.c). */
+            if (x->agreed_s > 0 && x->computed_s > 0) {
+                tail[ntail++] = (x->agreed_s - x->computed_s) * 1e3;
+            }
+            if (x->agreed_s > 0) {
+                lat[nlat++] = x->latency_ms;
+            }
             r->done_at[i] = x->agreed_s;
             if (whole && r->lost_at > 0 && at[i] >= r->lost_at) {
                 r->after++;
@@ -386,14 +392,14 @@ static void compare(demo_report_t *r)
             }
         }
     }
-    if (nlat > 0) {
-        qsort(lat, nlat, sizeof(double), demo_by_value);
-        qsort(tail, nlat, sizeof(double), demo_by_value);
-    }
+    qsort(lat, nlat, sizeof(double), demo_by_value);
+    qsort(tail, ntail, sizeof(double), demo_by_value);
+    r->nlat = nlat;
+    r->ntail = ntail;
     r->p50 = demo_percentile(lat, nlat, 0.50);
     r->p99 = demo_percentile(lat, nlat, 0.99);
-    r->tail_p50 = demo_percentile(tail, nlat, 0.50);
-    r->tail_p99 = demo_percentile(tail, nlat, 0.99);
+    r->tail_p50 = demo_percentile(tail, ntail, 0.50);
+    r->tail_p99 = demo_percentile(tail, ntail, 0.99);
 out:
     /* The examples point into r->texts, which lives as long as r. */
     free(v);
@@ -895,13 +901,22 @@ static void print_summary(const demo_report_t *r)
     printf("bytes:        %.3f GB moved in %.1f s: %.2f GB/s (KV and aux rows, as kvx counted "
            "them)\n",
            (double)r->cbytes / 1e9, r->elapsed, rate(r->cbytes, r->elapsed));
-    printf("latency:      p50 %.1f ms, p99 %.1f ms (pre-allocation to agreed SUCCESS)\n", r->p50,
-           r->p99);
-    printf("tail:         p50 %.2f ms, p99 %.2f ms (a room's last KV computed on the prefill to "
-           "agreed SUCCESS on the decode; %s, %.0f us of compute per layer of a step)\n",
-           r->tail_p50, r->tail_p99,
-           r->o->layerwise ? "each layer handed over as computed" : "a step's chunk once computed",
-           r->o->layer_us);
+    if (r->nlat > 0) {
+        printf("latency:      p50 %.1f ms, p99 %.1f ms (pre-allocation to agreed SUCCESS)\n",
+               r->p50, r->p99);
+    } else {
+        printf("latency:      not measured: no decode rank's records of a room that succeeded\n");
+    }
+    if (r->ntail > 0) {
+        printf("tail:         p50 %.2f ms, p99 %.2f ms (a room's last KV computed on the prefill "
+               "to agreed SUCCESS on the decode; %s, %.0f us of compute per layer of a step)\n",
+               r->tail_p50, r->tail_p99,
+               r->o->layerwise ? "each layer handed over as computed"
+                               : "a step's chunk once computed",
+               r->o->layer_us);
+    } else {
+        printf("tail:         not measured: no room that succeeded has records of both sides\n");
+    }
     printf("verified:     %llu mismatched bytes in %.3f GB of KV (every head of every token of %zu "
            "rooms, and their first tokens)\n",
            (unsigned long long)r->mismatches, (double)r->bytes / 1e9, r->success);

@@ -107,8 +107,58 @@ struct demo_xchg {
     MPI_Request *sends; /* 2 per peer: the length, then the bytes */
     void **got;
     size_t *got_len;
-    int *heard; /* 1: the peer's report arrived */
+    int *heard;  /* 1: the peer's report arrived */
+    int *gaveup; /* 1: its bytes did not come by the deadline (their buffer is MPI's) */
 };
+
+/* The bytes of r's report, whose length n came: a receive that moves only
+ * while r calls MPI (a rendezvous), so it is tested, not waited for, until
+ * deadline_s after r was last heard. 0 when they did not come: the buffer
+ * is then left to MPI (never freed). */
+static int xchg_recv(demo_xchg_t *x, int r, uint64_t n, double deadline_s)
+{
+    MPI_Request rq;
+    int done = 0;
+
+    MPI_Irecv(x->got[r], (int)n, MPI_BYTE, r, TAG_DATA, x->comm, &rq);
+    while (MPI_Test(&rq, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           demo_now() - alive.heard_at[r] < deadline_s) {
+        usleep(1000);
+    }
+    if (!done) {
+        x->got[r] = NULL;
+        x->got_len[r] = 0;
+    }
+    return done;
+}
+
+/* The ranks heard are there to take this rank's report, and a rendezvous
+ * send moves only while its sender calls MPI: its sends to them are
+ * progressed here, for at most deadline_s, before this rank goes on to
+ * work that calls no MPI (kvx_ctx_destroy). A rank partitioned from some
+ * of the others would otherwise leave the ones it reaches waiting for it. */
+static void xchg_send_to_heard(demo_xchg_t *x, double deadline_s)
+{
+    double start = demo_now();
+    int pending;
+
+    do {
+        pending = 0;
+        for (int r = 0; r < x->size; r++) {
+            for (int k = 0; r != x->rank && x->heard[r] && k < 2; k++) {
+                int flag = 1;
+
+                if (x->sends[2 * r + k] != MPI_REQUEST_NULL) {
+                    MPI_Test(&x->sends[2 * r + k], &flag, MPI_STATUS_IGNORE);
+                }
+                pending += !flag;
+            }
+        }
+        if (pending > 0) {
+            usleep(1000);
+        }
+    } while (pending > 0 && demo_now() - start < deadline_s);
+}
 
 demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s)
 {
@@ -128,7 +178,9 @@ demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s)
     x->got = calloc((size_t)x->size, sizeof(void *));
     x->got_len = calloc((size_t)x->size, sizeof(size_t));
     x->heard = calloc((size_t)x->size, sizeof(int));
-    if (x->sends == NULL || x->got == NULL || x->got_len == NULL || x->heard == NULL) {
+    x->gaveup = calloc((size_t)x->size, sizeof(int));
+    if (x->sends == NULL || x->got == NULL || x->got_len == NULL || x->heard == NULL ||
+        x->gaveup == NULL) {
         return NULL;
     }
     /* This rank's own copy is also what the sends read from. */
@@ -160,7 +212,7 @@ demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s)
             uint64_t n;
             int flag = 0;
 
-            if (x->heard[r]) {
+            if (x->heard[r] || x->gaveup[r]) {
                 continue;
             }
             MPI_Iprobe(r, TAG_LEN, x->comm, &flag, &st);
@@ -181,16 +233,18 @@ demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s)
                 }
             }
             if (!flag || x->got[r] == NULL) {
-                continue; /* it died between the two */
+                x->gaveup[r] = 1; /* it died between the two */
+                continue;
             }
-            MPI_Recv(x->got[r], (int)n, MPI_BYTE, r, TAG_DATA, x->comm, MPI_STATUS_IGNORE);
-            x->heard[r] = 1;
-            alive.heard_at[r] = demo_now();
+            x->heard[r] = xchg_recv(x, r, n, deadline_s);
+            x->gaveup[r] = !x->heard[r];
+            alive.heard_at[r] = x->heard[r] ? demo_now() : alive.heard_at[r];
         }
         if (missing > 0) {
             usleep(1000);
         }
     } while (missing > 0);
+    xchg_send_to_heard(x, deadline_s);
     return x;
 }
 
@@ -261,6 +315,7 @@ int demo_xchg_free(demo_xchg_t *x, double deadline_s)
     free(x->got);
     free(x->got_len);
     free(x->heard);
+    free(x->gaveup);
     free(x);
     return sent;
 }

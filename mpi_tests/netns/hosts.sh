@@ -82,7 +82,9 @@
 # Faults act on one host's interface (-I IF, default data0): link-down/link-up set it
 # down/up; drop [PCT] adds nftables netdev ingress+egress rules on it that drop PCT %
 # (default 100) of its packets in both directions (this kernel has no tc netem);
-# undrop removes them. Neither is noticed quickly by TCP: after a 100 % drop the
+# drop-in [PCT] drops only what it receives (a one-way partition: the host
+# still sends); cut-from HOST drops only the packets between the two hosts
+# (the others still reach both: a partial partition); undrop removes them. Neither is noticed quickly by TCP: after a 100 % drop the
 # rank in the faulted host saw ETIMEDOUT after ~8 s (with UCP_ERR_HANDLING_MODE_PEER),
 # its peer nothing within 35-65 s; after link-down neither side within 35 s (numbers
 # in the README, from measure.sh). A test bounds its own waits.
@@ -356,7 +358,7 @@ cmd_fault() {
     case $2 in
     link-down) ip -n "$n" link set "$ifc" down ;;
     link-up) ip -n "$n" link set "$ifc" up ;;
-    drop)
+    drop | drop-in)
         pct=${3:-100}
         case $pct in
         [0-9] | [0-9][0-9] | 100) ;;
@@ -364,13 +366,30 @@ cmd_fault() {
         esac
         rule=drop
         [ "$pct" -lt 100 ] && rule="numgen random mod 100 < $pct drop"
+        out_rule=$rule
+        [ "$2" = drop ] || out_rule=accept # drop-in: a one-way partition
         # Declaring then deleting the table makes a second drop replace the first.
         ip netns exec "$n" nft -f - <<EOF
 table netdev kvxn_$ifc
 delete table netdev kvxn_$ifc
 table netdev kvxn_$ifc {
     chain in { type filter hook ingress device "$ifc" priority 0; $rule; }
-    chain out { type filter hook egress device "$ifc" priority 0; $rule; }
+    chain out { type filter hook egress device "$ifc" priority 0; $out_rule; }
+}
+EOF
+        ;;
+    cut-from)
+        # Only the traffic between this host and HOST $3 on the interface:
+        # the other hosts still reach both (a partial partition).
+        check_host "${3:-}"
+        peer=10.201.0.$((${3#h} + 1))
+        [ "$ifc" = data0 ] || peer=10.202.0.$((${3#h} + 1))
+        ip netns exec "$n" nft -f - <<EOF
+table netdev kvxn_$ifc
+delete table netdev kvxn_$ifc
+table netdev kvxn_$ifc {
+    chain in { type filter hook ingress device "$ifc" priority 0; ip saddr $peer drop; }
+    chain out { type filter hook egress device "$ifc" priority 0; ip daddr $peer drop; }
 }
 EOF
         ;;
