@@ -51,12 +51,14 @@ sanitize_one() {
     KVX_PEER_TIMEOUT=${KVX_PEER_TIMEOUT:-10s}
     # and every case gets three times its bound; the soak (agree_soak.mpi)
     # runs 5,000 rooms instead of 20,000 (its 2-minute bound is the plain
-    # build's), and t_rooms at most 100 rooms per page layout (the six-rank
+    # build's), and t_rooms at most 40 rooms per page layout (the six-rank
     # heterogeneous TP cases ran 500 for 2-7 minutes under TSan on a loaded
-    # CI machine; a sanitizer finds what the paths do, not the volume).
+    # CI machine, and at 100 the sanitizer runs took 8-10 minutes each here;
+    # a sanitizer finds what the paths do, not the volume: 40 rooms of 1..64
+    # pages in 1..8 chunks walk every one).
     KVXT_TIMEOUT_SCALE=${KVXT_TIMEOUT_SCALE:-3}
     KVXT_SOAK_ROOMS=${KVXT_SOAK_ROOMS:-5000}
-    KVXT_ROOMS_MAX=${KVXT_ROOMS_MAX:-100}
+    KVXT_ROOMS_MAX=${KVXT_ROOMS_MAX:-40}
     export KVX_PEER_TIMEOUT KVXT_TIMEOUT_SCALE KVXT_SOAK_ROOMS KVXT_ROOMS_MAX
     case $kind in
     asan)
