@@ -38,6 +38,8 @@ typedef struct kvc {
     int (*memcpy_async)(void *, const void *, size_t, int, void *);
     int (*event_create)(void **, unsigned);
     int (*event_record)(void *, void *);
+    int (*event_destroy)(void *);
+    int (*stream_destroy)(void *);
     int devices;
 } kvc_t;
 
@@ -76,10 +78,13 @@ static inline int kvc_open(char *why, size_t len)
     *(void **)&kvc.memcpy_async = dlsym(h, "cudaMemcpyAsync");
     *(void **)&kvc.event_create = dlsym(h, "cudaEventCreateWithFlags");
     *(void **)&kvc.event_record = dlsym(h, "cudaEventRecord");
+    *(void **)&kvc.event_destroy = dlsym(h, "cudaEventDestroy");
+    *(void **)&kvc.stream_destroy = dlsym(h, "cudaStreamDestroy");
     if (kvc.get_device_count == NULL || kvc.set_device == NULL || kvc.malloc_ == NULL ||
         kvc.free_ == NULL || kvc.memcpy_ == NULL || kvc.error_string == NULL ||
         kvc.error_name == NULL || kvc.stream_create == NULL || kvc.memcpy_async == NULL ||
-        kvc.event_create == NULL || kvc.event_record == NULL) {
+        kvc.event_create == NULL || kvc.event_record == NULL || kvc.event_destroy == NULL ||
+        kvc.stream_destroy == NULL) {
         snprintf(why, len, "the CUDA runtime lacks a function the tests use");
         return -1;
     }

@@ -969,6 +969,12 @@ static int mode_events(void)
     events_abort(&j, event, second);
     MPI_Barrier(MPI_COMM_WORLD);
     TL_CHECK(kvx_ctx_destroy(j.ctx) == KVX_OK, "destroy");
+    /* kvx holds the event until its rooms concluded: freed only now, the
+     * stream first (the stand-in's record on it still names the event). */
+    if (event != NULL) {
+        kvc.stream_destroy(stream);
+        kvc.event_destroy(event);
+    }
     return 0;
 }
 
