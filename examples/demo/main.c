@@ -57,10 +57,15 @@ static void print_header(const demo_opts_t *o, const kvx_identity_t *id, size_t 
     printf("# KV per token %.1f KiB: %u layers x %s x %s; pages of %u tokens (%s), %zu per rank\n",
            token / 1024, kv->layers, shape, dtype_name(kv->dtype), kv->page_size,
            layouts[kv->page_layout], pool);
-    printf("# chunked prefill: %u pages per step, %.0f us of compute per layer, %s; faults: "
-           "%s%s%s\n",
-           o->chunk_pages, o->layer_us,
-           o->layerwise ? "each layer handed over as computed" : "a step's chunk handed over",
+    char compute[128] = "";
+
+    /* Said only when set: the default run's line stays as it was. */
+    if (o->layer_us > 0 || o->layerwise) {
+        snprintf(compute, sizeof(compute), ", %.0f us of compute per layer, %s", o->layer_us,
+                 o->layerwise ? "each layer handed over as computed"
+                              : "a step's chunk handed over");
+    }
+    printf("# chunked prefill: %u pages per step%s; faults: %s%s%s\n", o->chunk_pages, compute,
            o->fault != NULL    ? o->fault
            : env_fault != NULL ? ""
                                : "none",
