@@ -132,32 +132,34 @@ static int xchg_recv(demo_xchg_t *x, int r, uint64_t n, double deadline_s)
     return done;
 }
 
-/* The ranks heard are there to take this rank's report, and a rendezvous
- * send moves only while its sender calls MPI: its sends to them are
- * progressed here, for at most deadline_s, before this rank goes on to
- * work that calls no MPI (kvx_ctx_destroy). A rank partitioned from some
- * of the others would otherwise leave the ones it reaches waiting for it. */
-static void xchg_send_to_heard(demo_xchg_t *x, double deadline_s)
+/* Tests this rank's sends: every one, or (heard_only) those to the ranks
+ * whose report came; 1 when all of them completed. */
+static int xchg_sent(demo_xchg_t *x, int heard_only)
+{
+    int done = 1;
+
+    for (int i = 0; i < 2 * x->size; i++) {
+        int flag = 1;
+
+        if (x->sends[i] != MPI_REQUEST_NULL && (!heard_only || x->heard[i / 2])) {
+            MPI_Test(&x->sends[i], &flag, MPI_STATUS_IGNORE);
+        }
+        done &= flag;
+    }
+    return done;
+}
+
+/* Progresses those sends (a rendezvous send moves only while its sender
+ * calls MPI) until they completed or deadline_s passed; 1 when they did. */
+static int xchg_wait_sent(demo_xchg_t *x, int heard_only, double deadline_s)
 {
     double start = demo_now();
-    int pending;
+    int sent;
 
-    do {
-        pending = 0;
-        for (int r = 0; r < x->size; r++) {
-            for (int k = 0; r != x->rank && x->heard[r] && k < 2; k++) {
-                int flag = 1;
-
-                if (x->sends[2 * r + k] != MPI_REQUEST_NULL) {
-                    MPI_Test(&x->sends[2 * r + k], &flag, MPI_STATUS_IGNORE);
-                }
-                pending += !flag;
-            }
-        }
-        if (pending > 0) {
-            usleep(1000);
-        }
-    } while (pending > 0 && demo_now() - start < deadline_s);
+    while (!(sent = xchg_sent(x, heard_only)) && demo_now() - start < deadline_s) {
+        usleep(1000);
+    }
+    return sent;
 }
 
 demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s)
@@ -244,7 +246,11 @@ demo_xchg_t *demo_xchg_all(const void *mine, size_t len, double deadline_s)
             usleep(1000);
         }
     } while (missing > 0);
-    xchg_send_to_heard(x, deadline_s);
+    /* The ranks heard are there to take this rank's report: its sends to
+     * them are progressed before this rank goes on to work that calls no
+     * MPI (kvx_ctx_destroy). A rank partitioned from some of the others
+     * would otherwise leave the ones it reaches waiting for it. */
+    xchg_wait_sent(x, 1, deadline_s);
     return x;
 }
 
@@ -278,33 +284,14 @@ int demo_xchg_first_heard(const demo_xchg_t *x)
     return -1;
 }
 
-/* Every send completed: only then may the communicator be freed. */
-static int xchg_sent(demo_xchg_t *x)
-{
-    int done = 1;
-
-    for (int i = 0; i < 2 * x->size; i++) {
-        int flag = 1;
-
-        if (x->sends[i] != MPI_REQUEST_NULL) {
-            MPI_Test(&x->sends[i], &flag, MPI_STATUS_IGNORE);
-        }
-        done &= flag;
-    }
-    return done;
-}
-
 int demo_xchg_free(demo_xchg_t *x, double deadline_s)
 {
-    double start = demo_now();
-    int sent = 1;
+    int sent;
 
     if (x == NULL) {
         return 1;
     }
-    while (!(sent = xchg_sent(x)) && demo_now() - start < deadline_s) {
-        usleep(1000);
-    }
+    sent = xchg_wait_sent(x, 0, deadline_s);
     if (!sent) {
         return 0; /* MPI still owns the requests and what they send: kept */
     }

@@ -25,25 +25,8 @@ H=$(cd "$top_srcdir/mpi_tests/netns" && pwd)/hosts.sh
 demo=$(cd "$top_builddir" && pwd)/examples/kvx-demo
 KVXN_ID=dc$$
 export KVXN_ID
-"$H" up 2 || exit $?
-trap '"$H" down >/dev/null 2>&1' EXIT
 out=${TMPDIR:-/tmp}/t_demo_cut.$$.out
-KVXN_MPI_NET=data0 "$H" mpirun -N 2 -t 120 -x KVX_LAYOUT=prefill:1x2,decode:1x2 \
-    --enable-recovery --mca async_mpi_finalize 1 \
-    "$demo" --requests "${KVXT_CUT_REQUESTS:-4000}" --prompt-tokens 64:512 --progress lines \
-    --time-limit 100 --end-timeout 5 >"$out" 2>&1 &
-pid=$!
-demo_wait_header "$out" $pid
-sleep 3
-t_cut=$(date +%s.%N)
-"$H" fault h1 ${KVXT_CUT_FAULT:-link-down}
-echo "cut h1's data0 (${KVXT_CUT_FAULT:-link-down}) at $(date -u +%T.%N | cut -c1-12)"
-wait $pid
-rc=$?
-t_end=$(date +%s.%N)
-after=$(awk "BEGIN { printf \"%.2f\", $t_end - $t_cut }")
-grep -v "FAILED at\|mpool.c\|UCX may still\|refused: room" "$out" | tail -60
-echo "mpirun exited $rc, ${after} s after the cut"
+demo_cut_run "$out" 2 2 prefill:1x2,decode:1x2 h1 "${KVXT_CUT_FAULT:-link-down}"
 # Each side of the partition prints its own summary (rank 0 on h0, rank 2 on
 # h1), names the ranks it could not reach, and says OK: every room that could
 # succeed did. No rank may abort (UCX asserting in kvx_ctx_destroy, say).

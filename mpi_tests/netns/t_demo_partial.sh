@@ -22,25 +22,8 @@ H=$(cd "$top_srcdir/mpi_tests/netns" && pwd)/hosts.sh
 demo=$(cd "$top_builddir" && pwd)/examples/kvx-demo
 KVXN_ID=dp$$
 export KVXN_ID
-"$H" up 3 || exit $?
-trap '"$H" down >/dev/null 2>&1' EXIT
 out=${TMPDIR:-/tmp}/t_demo_partial.$$.out
-KVXN_MPI_NET=data0 "$H" mpirun -N 1 -t 120 -x KVX_LAYOUT=prefill:1x2,decode:1x1 \
-    --enable-recovery --mca async_mpi_finalize 1 \
-    "$demo" --requests 4000 --prompt-tokens 64:512 --progress lines \
-    --time-limit 100 --end-timeout 5 >"$out" 2>&1 &
-pid=$!
-demo_wait_header "$out" $pid
-sleep 3
-t_cut=$(date +%s.%N)
-"$H" fault h2 cut-from h0
-echo "cut h0 <-> h2 (data0) at $(date -u +%T.%N | cut -c1-12)"
-wait $pid
-rc=$?
-t_end=$(date +%s.%N)
-after=$(awk "BEGIN { printf \"%.2f\", $t_end - $t_cut }")
-grep -v "FAILED at\|mpool.c\|UCX may still\|refused: room" "$out" | tail -40
-echo "mpirun exited $rc, ${after} s after the cut"
+demo_cut_run "$out" 3 1 prefill:1x2,decode:1x1 h2 cut-from h0
 fail=
 grep -q "peer decode\[0\].tp0 (rank 2) lost" "$out" || fail="$fail; rank 0 did not lose rank 2"
 grep -q "unavailable: decode\[0\].tp0 (not heard" "$out" ||
