@@ -56,6 +56,7 @@ static kvx_ctx_t *pair_side_new(int rank, const char *fault)
     ctx->world = ctx->tp_comm = ctx->tp_comm_user = MPI_COMM_NULL;
     pthread_mutex_init(&ctx->lock, NULL);
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
+    room_agree_with(ctx, &agree_room_ops);
     pair_check(cfg_load(&ctx->cfg, env, NULL, NULL, &why), &why, "cfg_load");
     ctx->cfg.bootstrap_timeout = PAIR_BOOTSTRAP_TIMEOUT;
     ctx->cfg.waiting_timeout = PAIR_WAITING_TIMEOUT;
@@ -297,6 +298,7 @@ void pair_tick(pair_t *pr, kvx_ctx_t *ctx)
 
     pthread_mutex_lock(&ctx->lock);
     pair_as(ctx);
+    agree_tick(ctx, now);
     room_tick(ctx, now);
     peer_tick(ctx, now);
     pthread_mutex_unlock(&ctx->lock);

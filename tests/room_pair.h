@@ -64,7 +64,7 @@ unsigned pair_complete(pair_t *pr, ucs_status_t status);
 /* Moves the clock of both sides forward (kvx_clock_skew_ns, util/time.h):
  * every timestamp and deadline of the core reads the moved clock. */
 void pair_advance(uint64_t ns);
-/* The tickers of one side now (room_tick, peer_tick), then its outbox. */
+/* The tickers of one side now (agree_tick, room_tick, peer_tick), then its outbox. */
 void pair_tick(pair_t *pr, kvx_ctx_t *ctx);
 /* Marks the other side as heard from now (it is alive). */
 void pair_heard(kvx_ctx_t *ctx);

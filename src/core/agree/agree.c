@@ -234,14 +234,6 @@ uint64_t agree_rounds(const kvx_ctx_t *ctx)
     return ctx->agree != NULL ? ctx->agree->rounds : 0;
 }
 
-void agree_on_ping(kvx_ctx_t *ctx, peer_t *peer, uint64_t rounds)
-{
-    if (peer->rounds_changed == 0 || peer->rounds != rounds) {
-        peer->rounds = rounds;
-        peer->rounds_changed = kvx_now_ns();
-    }
-}
-
 /* Every TP rank must start the same rounds in the same order. A rank that
  * started more rounds than a sibling waits in a collective the sibling never
  * enters: when the two counts differ and neither moved for KVX_TP_TIMEOUT,
@@ -1078,3 +1070,9 @@ kvx_status_t kvx_agree_free(kvx_agree_t *a)
     agree_round_free(a);
     return KVX_OK;
 }
+
+const room_agree_ops_t agree_room_ops = {
+    .forget = agree_forget,
+    .in_round = agree_in_round,
+    .send_verdict = agree_send_verdict,
+};

@@ -20,8 +20,6 @@ int agree_in_round(const kvx_ctx_t *ctx);
 /* Rounds whose collective this rank entered (told to the TP siblings in
  * every PING). */
 uint64_t agree_rounds(const kvx_ctx_t *ctx);
-/* A sibling's PING said how many rounds it started. */
-void agree_on_ping(kvx_ctx_t *ctx, peer_t *peer, uint64_t rounds);
 /* Rounds out of step for KVX_TP_TIMEOUT break the instance (progress tick). */
 void agree_tick(kvx_ctx_t *ctx, uint64_t now);
 /* Decode: tells the room's prefill ranks the agreed outcome: its root cause
@@ -29,5 +27,8 @@ void agree_tick(kvx_ctx_t *ctx, uint64_t now);
 void agree_send_verdict(kvx_ctx_t *ctx, room_t *room);
 /* Decode: sends the AGREED lists agree_send_verdict() collected. */
 void agree_flush_agreed(kvx_ctx_t *ctx);
+/* What the room floor asks of agreement (room_agree_with()): agree_forget,
+ * agree_in_round, agree_send_verdict. */
+extern const room_agree_ops_t agree_room_ops;
 
 #endif

@@ -27,6 +27,7 @@ struct outmsg;
 struct target;
 struct landing;
 struct agree_table;
+struct room_agree_ops;
 struct fault_set;
 struct stats;
 
@@ -68,6 +69,8 @@ struct kvx_ctx {
     /* What link/peer.c tells the floors above, and asks them (peer_listen()). */
     void (*on_peer_lost)(struct kvx_ctx *ctx, struct peer *peer, const char *how);
     uint64_t (*ping_rounds)(const struct kvx_ctx *ctx);
+    /* What the room floor asks of agreement (room_agree_with()). */
+    const struct room_agree_ops *room_agree;
     uint64_t next_nonce;
     /* Prefill: the decode incarnations (nonces) of rooms this rank closed,
      * the latest KVX_DEAD_NONCES of them: their late messages are dropped,

@@ -88,6 +88,9 @@ int peer_has_room(const kvx_ctx_t *ctx, const peer_t *peer);
  * this rank started, told to every TP sibling in its PINGs. */
 void peer_listen(kvx_ctx_t *ctx, void (*lost)(kvx_ctx_t *ctx, peer_t *peer, const char *how),
                  uint64_t (*rounds)(const kvx_ctx_t *ctx));
+/* A sibling's PING said how many agreement rounds it started (agree_tick()
+ * compares the counts). */
+void peer_on_ping(kvx_ctx_t *ctx, peer_t *peer, uint64_t rounds);
 /* Declares a peer lost: its rooms fail with how (once). */
 void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
 /* UCX's error callback of peer-mode endpoints. */

@@ -6,7 +6,6 @@
  */
 #include "config.h"
 
-#include "core/agree/agree.h"
 #include "core/ctx/ctx.h"
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
@@ -45,7 +44,7 @@ static void peer_break_instance(kvx_ctx_t *ctx, room_t *room, const kvx_failure_
     stats_room_concluded(ctx, room);
     if (room->side == KVX_ROLE_DECODE) {
         /* The prefill ranks wait for this instance's verdict. */
-        agree_send_verdict(ctx, room);
+        ctx->room_agree->send_verdict(ctx, room);
     }
 }
 

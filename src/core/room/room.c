@@ -7,7 +7,6 @@
  */
 #include "config.h"
 
-#include "core/agree/agree.h"
 #include "core/ctx/ctx.h"
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
@@ -169,9 +168,14 @@ void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify)
     }
 }
 
+void room_agree_with(kvx_ctx_t *ctx, const room_agree_ops_t *ops)
+{
+    ctx->room_agree = ops;
+}
+
 void room_free(kvx_ctx_t *ctx, room_t *room)
 {
-    agree_forget(ctx, room);
+    ctx->room_agree->forget(ctx, room);
     sender_bury(ctx, room);
     /* A closed room may have been moved aside for a new room with its id. */
     if (hmap_get(&ctx->rooms, room->id) == room) {
@@ -256,7 +260,7 @@ static int room_answers_grants(const kvx_ctx_t *ctx, const room_t *room)
  */
 int room_may_free(const kvx_ctx_t *ctx, const room_t *room)
 {
-    return room->closed && room->refs == 0 && room->slot < 0 && !agree_in_round(ctx) &&
+    return room->closed && room->refs == 0 && room->slot < 0 && !ctx->room_agree->in_round(ctx) &&
            !room_answers_grants(ctx, room) && !room_agree_pending(ctx, room);
 }
 
@@ -322,7 +326,6 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
 
 void room_tick(kvx_ctx_t *ctx, uint64_t now)
 {
-    agree_tick(ctx, now);
     for (size_t i = 0; i < ctx->rooms.capacity; i++) {
         room_t *room = ctx->rooms.slots[i].value;
         uint64_t timeout;

@@ -90,6 +90,19 @@ typedef struct room {
 
 enum { PAGE_FREE = 0, PAGE_HELD, PAGE_QUARANTINED, PAGE_CLAIMING };
 
+/* What the room floor asks of agreement, which sits above it: set by the
+ * agree floor's table (agree_room_ops) when a context is made, as peer_listen()
+ * is, and called synchronously. */
+typedef struct room_agree_ops {
+    /* A room is being freed: it gives up its place in the agreement vector. */
+    void (*forget)(kvx_ctx_t *ctx, room_t *room);
+    /* A round is in flight: it holds pointers to rooms (room_may_free()). */
+    int (*in_round)(const kvx_ctx_t *ctx);
+    /* Decode: tells the room's prefill ranks the agreed outcome. */
+    void (*send_verdict)(kvx_ctx_t *ctx, room_t *room);
+} room_agree_ops_t;
+void room_agree_with(kvx_ctx_t *ctx, const room_agree_ops_t *ops);
+
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
 kvx_status_t room_new(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int peer_instance,
                       room_t **room_p);

@@ -308,7 +308,7 @@ static kvx_status_t ctx_topology(kvx_ctx_t *ctx, kvx_failure_t *why)
 
 /* The control plane's handler and the work of the progress thread, each
  * round: the senders' queued puts, then packed puts, landings and staged
- * copies; each tick: the rooms' deadlines (and agreement's), then the
+ * copies; each tick: agreement out of step, the rooms' deadlines, then the
  * peers' keepalives and losses. Then the thread starts. */
 static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
 {
@@ -320,6 +320,7 @@ static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
     progress_add_poller(ctx, sender_pump_peers);
     progress_add_poller(ctx, pack_progress);
     progress_add_poller(ctx, sender_poll_events);
+    progress_add_ticker(ctx, agree_tick);
     progress_add_ticker(ctx, room_tick);
     progress_add_ticker(ctx, peer_tick);
     return progress_start(ctx);
@@ -399,6 +400,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     pthread_mutex_init(&ctx->lock, NULL);
     /* A lost peer fails its rooms (room/outcome.c); a PING tells the rounds. */
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
+    room_agree_with(ctx, &agree_room_ops);
     status = ctx_init_world(ctx, world, &why);
     if (status == KVX_OK) {
         status = ctx_build(ctx, params, ctx_p, &why);
