@@ -14,6 +14,7 @@
 #include "core/room/outcome.h"
 #include "core/room/protocol.h"
 #include "core/room/room.h"
+#include "core/room/room_stats.h"
 #include "core/room/sender.h"
 #include "util/ident.h"
 #include "util/time.h"
@@ -57,6 +58,8 @@ static kvx_ctx_t *pair_side_new(int rank, const char *fault)
     pthread_mutex_init(&ctx->lock, NULL);
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
     room_agree_with(ctx, &agree_room_ops);
+    stats_add_health(ctx, peer_health);
+    stats_add_health(ctx, room_health);
     pair_check(cfg_load(&ctx->cfg, env, NULL, NULL, &why), &why, "cfg_load");
     ctx->cfg.bootstrap_timeout = PAIR_BOOTSTRAP_TIMEOUT;
     ctx->cfg.waiting_timeout = PAIR_WAITING_TIMEOUT;

@@ -36,6 +36,7 @@
 #include "core/room/outcome.h"
 #include "core/room/receiver.h"
 #include "core/room/room.h"
+#include "core/room/room_stats.h"
 #include "core/room/sender.h"
 #include "mpi/kvx_mpi.h"
 #include "util/failure.h"

@@ -13,6 +13,7 @@
 #include "core/room/protocol.h"
 #include "core/room/receiver.h"
 #include "core/room/room.h"
+#include "core/room/room_stats.h"
 #include "core/room/sender.h"
 #include "util/failure.h"
 #include "util/log.h"

@@ -3,16 +3,14 @@
  * happen (ctx->lock held), its health verdict, and the metrics file the
  * progress thread writes.
  *
- * A room's outcome counts once per rank: when the agreed flag turns on
- * (stats_room_concluded(), from every place that sets it) for a room still
- * open, else at close with the local state (stats_room_closed()).
+ * The hooks that read a room or a peer live on their floors
+ * (room/room_stats.c, link/peer.c), and so do the walks of the health
+ * (stats_add_health()).
  */
 #include "config.h"
 
 #include "core/ctx/ctx.h"
 #include "core/ctx/stats.h"
-#include "core/link/peer.h"
-#include "core/room/room.h"
 #include "util/ident.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -39,80 +37,10 @@ void stats_cleanup(kvx_ctx_t *ctx)
     ctx->stats = NULL;
 }
 
-void stats_room_opened(kvx_ctx_t *ctx, const room_t *room)
-{
-    ctx->stats->c.rooms_opened++;
-}
-
-void stats_room_state(kvx_ctx_t *ctx, const room_t *room, kvx_room_state_t state)
-{
-    if (room->user_open && state == KVX_ROOM_SUCCESS && room->state == KVX_ROOM_TRANSFERRING) {
-        stats_hist_add(&ctx->stats->c.transfer_seconds, kvx_ns_to_s(room_age(room, kvx_now_ns())));
-    }
-}
-
-/* Counts a room's outcome and, for FAILED, its root cause. */
-static void stats_outcome(kvx_ctx_t *ctx, const room_t *room, kvx_room_state_t outcome, int agreed)
-{
-    stats_t *s = ctx->stats;
-    uint64_t now = kvx_now_ns();
-    double age = kvx_ns_to_s(now > room->opened ? now - room->opened : 0);
-    const kvx_failure_t *f = &room->failure;
-    unsigned stage = (unsigned)f->stage < KVX_STAGE_COUNT ? (unsigned)f->stage : KVX_STAGE_INIT;
-    unsigned role = (unsigned)f->origin_role < 3 ? (unsigned)f->origin_role : KVX_ROLE_NONE;
-    int st = f->status < 0 && -f->status < KVX_STATS_STATUSES ? -f->status : 0;
-
-    s->c.rooms_agreed += agreed != 0;
-    if (outcome == KVX_ROOM_SUCCESS) {
-        s->c.rooms_succeeded++;
-        stats_hist_add(&s->c.room_success_seconds, age);
-        return;
-    }
-    s->c.rooms_failed++;
-    s->c.failures[stage][role][st]++;
-    stats_hist_add(&s->c.room_failed_seconds, age);
-    s->last_fail = *f;
-    s->last_fail_at = now;
-}
-
-void stats_room_concluded(kvx_ctx_t *ctx, const room_t *room)
-{
-    if (room->user_open && !room->closed) {
-        stats_outcome(ctx, room, room->agreed_state, 1);
-    }
-}
-
-void stats_room_closed(kvx_ctx_t *ctx, const room_t *room, kvx_status_t status)
-{
-    stats_t *s = ctx->stats;
-
-    s->c.rooms_closed++;
-    if (!room->agreed) {
-        stats_outcome(ctx, room,
-                      room->state == KVX_ROOM_SUCCESS ? KVX_ROOM_SUCCESS : KVX_ROOM_FAILED, 0);
-    }
-    if (room->side == KVX_ROLE_PREFILL && status == KVX_ERR_QUARANTINED) {
-        s->c.src_pages_quarantined += room->nsrc;
-    }
-}
-
 void stats_xfer(kvx_ctx_t *ctx, kvx_xfer_kind_t kind, size_t bytes)
 {
     ctx->stats->c.ops[kind]++;
     ctx->stats->c.bytes[kind] += bytes;
-}
-
-void stats_pages_quarantined(kvx_ctx_t *ctx, const room_t *room)
-{
-    ctx->stats->c.pages_quarantined += room->npages;
-    ctx->stats->c.rooms_quarantined++;
-}
-
-void stats_pages_released(kvx_ctx_t *ctx, const room_t *room)
-{
-    if (room->user_open) {
-        ctx->stats->c.pages_released += room->npages;
-    }
 }
 
 void stats_verified(kvx_ctx_t *ctx, size_t units, int unchecked)
@@ -121,9 +49,13 @@ void stats_verified(kvx_ctx_t *ctx, size_t units, int unchecked)
     ctx->stats->c.verify_unchecked += unchecked != 0;
 }
 
-void stats_peer_lost(kvx_ctx_t *ctx, const peer_t *peer)
+void stats_add_health(kvx_ctx_t *ctx, stats_health_probe_t probe)
 {
-    ctx->stats->c.peers_lost += !peer->bye;
+    stats_t *s = ctx->stats;
+
+    if (s->nprobes < sizeof(s->probes) / sizeof(s->probes[0])) {
+        s->probes[s->nprobes++] = probe;
+    }
 }
 
 void stats_round_start(kvx_ctx_t *ctx)
@@ -159,59 +91,6 @@ static uint64_t stats_progress_age(kvx_ctx_t *ctx, uint64_t now)
     return tick != 0 && now > tick ? now - tick : 0;
 }
 
-/* Peers lost (not gone after their goodbye), and whether any of the other
- * role is left. */
-static void stats_health_peers(kvx_ctx_t *ctx, kvx_health_t *h)
-{
-    size_t o = 0;
-    int others = 0, others_lost = 0;
-
-    for (int i = 0; i < ctx->npeers; i++) {
-        const peer_t *p = &ctx->peers[i];
-
-        others += p->role != ctx->role;
-        if (!p->lost || p->bye) {
-            continue;
-        }
-        others_lost += p->role != ctx->role;
-        if (h->peers_lost < sizeof(h->lost_ranks) / sizeof(h->lost_ranks[0])) {
-            h->lost_ranks[h->peers_lost] = p->rank;
-        }
-        if (o < sizeof(h->lost_peers)) {
-            o += (size_t)snprintf(h->lost_peers + o, sizeof(h->lost_peers) - o, "%s%s",
-                                  h->peers_lost ? ", " : "", p->name);
-        }
-        h->peers_lost++;
-    }
-    h->reasons |= h->peers_lost > 0 ? KVX_HEALTH_PEER_LOST : 0;
-    h->reasons |= ctx->tp_broken ? KVX_HEALTH_TP_BROKEN : 0;
-    h->reasons |= others > 0 && others_lost == others ? KVX_HEALTH_NO_PEERS : 0;
-}
-
-static void stats_health_rooms(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
-{
-    uint64_t oldest = 0;
-
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        const room_t *room = ctx->rooms.slots[i].value;
-        uint64_t age;
-
-        if (room == NULL || !room->user_open || room->closed || room_terminal(room)) {
-            continue;
-        }
-        age = room_age(room, now);
-        if (age > ctx->cfg.health_stall) {
-            h->rooms_stalled++;
-            if (age > oldest) {
-                oldest = age;
-                h->stalled_room = room->id;
-            }
-        }
-    }
-    h->stalled_seconds = kvx_ns_to_s(oldest);
-    h->reasons |= h->rooms_stalled > 0 ? KVX_HEALTH_ROOMS_STALLED : 0;
-}
-
 static void stats_health_locked(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
 {
     stats_t *s = ctx->stats;
@@ -227,8 +106,9 @@ static void stats_health_locked(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
     if (!ctx->progress_running) {
         h->reasons |= KVX_HEALTH_PROGRESS_STALLED;
     }
-    stats_health_peers(ctx, h);
-    stats_health_rooms(ctx, now, h);
+    for (unsigned i = 0; i < s->nprobes; i++) {
+        s->probes[i](ctx, now, h);
+    }
     if (s->last_fail_at != 0) {
         h->has_failure = 1;
         h->last_failure = s->last_fail;

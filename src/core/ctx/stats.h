@@ -2,7 +2,8 @@
  * stats.h - a context's counters (kvx_stats_t), its health and their
  * Prometheus text.
  *
- * Every hook is called where its event happens, with ctx->lock held (the
+ * The hooks of room events are in room/room_stats.h. Every hook is called
+ * where its event happens, with ctx->lock held (the
  * lock every event of a context holds anyway), so the counters are plain
  * integers. The one exception is the progress thread's tick, which
  * kvx_ctx_health() reads without the lock: it is stored atomically.
@@ -16,38 +17,34 @@
 #include <stdio.h>
 
 struct kvx_ctx;
-struct room;
-struct peer;
+
+/* A walk a higher floor adds to the health (stats_add_health()): the peers
+ * (link/peer.c peer_health), the rooms (room/room_stats.c room_health). */
+typedef void (*stats_health_probe_t)(struct kvx_ctx *ctx, uint64_t now, kvx_health_t *h);
 
 typedef struct stats {
-    kvx_stats_t c;           /* the counters */
-    uint64_t tick;           /* progress thread's last tick (ns, atomic) */
-    uint64_t round_start;    /* the agreement round in progress began (ns), 0: none */
-    kvx_failure_t last_fail; /* root cause of the last FAILED outcome */
-    uint64_t last_fail_at;   /* when it was counted (ns), 0: none */
-    uint64_t next_export;    /* when the metrics file is due (ns) */
-    int export_failed;       /* writing the file failed once (warned) */
-    int writing;             /* the progress thread writes the file (lock dropped) */
-    char path[4096];         /* KVX_METRICS_FILE expanded, "" for none */
+    kvx_stats_t c;                  /* the counters */
+    uint64_t tick;                  /* progress thread's last tick (ns, atomic) */
+    uint64_t round_start;           /* the agreement round in progress began (ns), 0: none */
+    kvx_failure_t last_fail;        /* root cause of the last FAILED outcome */
+    uint64_t last_fail_at;          /* when it was counted (ns), 0: none */
+    uint64_t next_export;           /* when the metrics file is due (ns) */
+    int export_failed;              /* writing the file failed once (warned) */
+    int writing;                    /* the progress thread writes the file (lock dropped) */
+    char path[4096];                /* KVX_METRICS_FILE expanded, "" for none */
+    stats_health_probe_t probes[4]; /* run in the order added, ctx->lock held */
+    unsigned nprobes;
 } stats_t;
 
 /* ---- stats.c: lifetime and hooks (ctx->lock held) ---- */
 kvx_status_t stats_init(struct kvx_ctx *ctx);
 void stats_cleanup(struct kvx_ctx *ctx);
-void stats_room_opened(struct kvx_ctx *ctx, const struct room *room);
-/* Before the room enters state (room_set_state()). */
-void stats_room_state(struct kvx_ctx *ctx, const struct room *room, kvx_room_state_t state);
-/* The room's agreed flag turned on: its outcome counts. */
-void stats_room_concluded(struct kvx_ctx *ctx, const struct room *room);
-/* kvx_room_close() closes the room, answering status. */
-void stats_room_closed(struct kvx_ctx *ctx, const struct room *room, kvx_status_t status);
 void stats_xfer(struct kvx_ctx *ctx, kvx_xfer_kind_t kind, size_t bytes);
-void stats_pages_quarantined(struct kvx_ctx *ctx, const struct room *room);
-void stats_pages_released(struct kvx_ctx *ctx, const struct room *room);
 /* Decode: units checked against a writer's digests; unchecked: the writer's
  * part of a room could not be checked (its pool is on a device). */
 void stats_verified(struct kvx_ctx *ctx, size_t units, int unchecked);
-void stats_peer_lost(struct kvx_ctx *ctx, const struct peer *peer);
+/* Adds a walk to the health (setup, after stats_init()). */
+void stats_add_health(struct kvx_ctx *ctx, stats_health_probe_t probe);
 void stats_round_start(struct kvx_ctx *ctx);
 void stats_round_end(struct kvx_ctx *ctx, kvx_status_t status);
 /* The progress thread's tick: stamps it and, when due, writes the metrics

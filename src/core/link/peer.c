@@ -183,7 +183,7 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
     }
     peer->lost = 1;
     snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
-    stats_peer_lost(ctx, peer);
+    ctx->stats->c.peers_lost += !peer->bye; /* a goodbye is no loss */
     /* A collective on the TP communicator would never complete now (read
      * by API threads without the lock, in kvx_agree_test). */
     if (peer->role == ctx->role) {
@@ -270,4 +270,35 @@ void peer_tick(kvx_ctx_t *ctx, uint64_t now)
             }
         }
     }
+}
+
+/* Peers lost (not gone after their goodbye), and whether any of the other
+ * role is left. */
+void peer_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
+{
+    size_t o = 0;
+    int others = 0, others_lost = 0;
+
+    (void)now;
+
+    for (int i = 0; i < ctx->npeers; i++) {
+        const peer_t *p = &ctx->peers[i];
+
+        others += p->role != ctx->role;
+        if (!p->lost || p->bye) {
+            continue;
+        }
+        others_lost += p->role != ctx->role;
+        if (h->peers_lost < sizeof(h->lost_ranks) / sizeof(h->lost_ranks[0])) {
+            h->lost_ranks[h->peers_lost] = p->rank;
+        }
+        if (o < sizeof(h->lost_peers)) {
+            o += (size_t)snprintf(h->lost_peers + o, sizeof(h->lost_peers) - o, "%s%s",
+                                  h->peers_lost ? ", " : "", p->name);
+        }
+        h->peers_lost++;
+    }
+    h->reasons |= h->peers_lost > 0 ? KVX_HEALTH_PEER_LOST : 0;
+    h->reasons |= ctx->tp_broken ? KVX_HEALTH_TP_BROKEN : 0;
+    h->reasons |= others > 0 && others_lost == others ? KVX_HEALTH_NO_PEERS : 0;
 }

@@ -91,6 +91,10 @@ void peer_listen(kvx_ctx_t *ctx, void (*lost)(kvx_ctx_t *ctx, peer_t *peer, cons
 /* A sibling's PING said how many agreement rounds it started (agree_tick()
  * compares the counts). */
 void peer_on_ping(kvx_ctx_t *ctx, peer_t *peer, uint64_t rounds);
+/* The health's walk of the peers: lost ones (not gone after their goodbye),
+ * a broken TP instance, none of the other role left (a probe,
+ * stats_add_health()). */
+void peer_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h);
 /* Declares a peer lost: its rooms fail with how (once). */
 void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
 /* UCX's error callback of peer-mode endpoints. */

@@ -12,6 +12,7 @@
 #include "core/room/fault.h"
 #include "core/room/receiver.h"
 #include "core/room/room.h"
+#include "core/room/room_stats.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/unpack.h"
 #include "core/xfer/verify.h"

@@ -19,6 +19,7 @@
 #include "core/link/peer.h"
 #include "core/room/fault.h"
 #include "core/room/room.h"
+#include "core/room/room_stats.h"
 #include "core/room/sender.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"

@@ -14,6 +14,7 @@
 #include "core/room/outcome.h"
 #include "core/room/protocol.h"
 #include "core/room/room.h"
+#include "core/room/room_stats.h"
 #include "core/room/sender.h"
 #include "core/setup/bootstrap.h"
 #include "core/xfer/cuda_stage.h"
@@ -401,6 +402,8 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     /* A lost peer fails its rooms (room/outcome.c); a PING tells the rounds. */
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
     room_agree_with(ctx, &agree_room_ops);
+    stats_add_health(ctx, peer_health);
+    stats_add_health(ctx, room_health);
     status = ctx_init_world(ctx, world, &why);
     if (status == KVX_OK) {
         status = ctx_build(ctx, params, ctx_p, &why);
