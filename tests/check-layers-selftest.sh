@@ -51,8 +51,17 @@ expect "planted upward include" "upward include src/core/base/plan.c -> core/roo
 printf 'src/core/base/msg.c -> core/api/none.h  planted\n' >>"$tmp/tests/layers-known.txt"
 expect "stale known line" "lists src/core/base/msg.c -> core/api/none.h, which is gone"
 
-# A known edge removed from the list (its include is still there).
-grep -v '^src/core/room/room.c -> core/agree/agree.h ' "$tmp/known.orig" >"$tmp/tests/layers-known.txt"
+# An upward include the known list names passes; without its line it fails.
+printf '#include "core/agree/agree.h"\n' >>"$tmp/src/core/room/room.c"
+printf 'src/core/room/room.c -> core/agree/agree.h  planted\n' >>"$tmp/tests/layers-known.txt"
+if run; then
+    echo "ok: a listed upward include passes"
+else
+    echo "FAIL: a listed upward include fails the check:"
+    sed 's/^/    /' "$tmp/out"
+    bad=1
+fi
+cp "$tmp/known.orig" "$tmp/tests/layers-known.txt"
 expect "known edge not listed" "upward include src/core/room/room.c -> core/agree/agree.h"
 
 # A file directly in src/core.

@@ -58,6 +58,7 @@ static kvx_ctx_t *pair_side_new(int rank, const char *fault)
     pthread_mutex_init(&ctx->lock, NULL);
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
     room_agree_with(ctx, &agree_room_ops);
+    xfer_attach(ctx, &room_xfer_ops);
     stats_add_health(ctx, peer_health);
     stats_add_health(ctx, room_health);
     pair_check(cfg_load(&ctx->cfg, env, NULL, NULL, &why), &why, "cfg_load");

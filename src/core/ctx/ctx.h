@@ -28,6 +28,7 @@ struct target;
 struct landing;
 struct agree_table;
 struct room_agree_ops;
+struct xfer_ops;
 struct fault_set;
 struct stats;
 
@@ -71,6 +72,8 @@ struct kvx_ctx {
     uint64_t (*ping_rounds)(const struct kvx_ctx *ctx);
     /* What the room floor asks of agreement (room_agree_with()). */
     const struct room_agree_ops *room_agree;
+    /* What the xfer floor tells the room floor (xfer_attach()). */
+    const struct xfer_ops *xfer_ops;
     uint64_t next_nonce;
     /* Prefill: the decode incarnations (nonces) of rooms this rank closed,
      * the latest KVX_DEAD_NONCES of them: their late messages are dropped,

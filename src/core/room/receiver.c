@@ -13,8 +13,8 @@
 #include "core/room/receiver.h"
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
+#include "core/room/unpack.h"
 #include "core/xfer/cuda_stage.h"
-#include "core/xfer/unpack.h"
 #include "core/xfer/verify.h"
 #include "util/failure.h"
 #include "util/log.h"
@@ -179,7 +179,7 @@ static void receiver_all_done(kvx_ctx_t *ctx, room_t *room)
 void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
 {
     if (room->state != KVX_ROOM_FAILED || room->pages_state != KVX_PAGES_DRAINING ||
-        (ctx->cstage.on && cstage_room_busy(ctx, room))) {
+        (ctx->cstage.on && cstage_room_busy(ctx, room->id, room->nonce))) {
         return;
     }
     for (unsigned i = 0; i < room->nsources && room->granted; i++) {

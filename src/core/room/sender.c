@@ -21,6 +21,7 @@
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
 #include "core/room/sender.h"
+#include "core/room/unpack.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
 #include "core/xfer/verify.h"
@@ -52,6 +53,7 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
             continue;
         }
         t->room = room;
+        t->room_id = room->id;
         t->peer =
             peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_DECODE, room->peer_instance, d));
         t->aux_slot = -1;
@@ -1145,3 +1147,39 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
     sender_maybe_start(ctx, room);
     sender_pump_all(ctx, room);
 }
+
+/* ---- what the xfer floor tells the prefill machine (xfer/target.h) ---- */
+
+static int sender_target_over(const target_t *t)
+{
+    return room_terminal(t->room);
+}
+
+static void sender_target_fail_room(kvx_ctx_t *ctx, target_t *t, const kvx_failure_t *f)
+{
+    room_fail(ctx, t->room, f, 1);
+}
+
+static void sender_target_hold(target_t *t)
+{
+    t->room->refs++;
+}
+
+static void sender_target_release(kvx_ctx_t *ctx, target_t *t)
+{
+    room_unref(ctx, t->room); /* t goes with the room when it is freed */
+}
+
+const xfer_ops_t room_xfer_ops = {
+    .next_batch = sender_next_batch,
+    .posted = sender_account,
+    .done = sender_put_cb,
+    .failed = sender_fail,
+    .resume = sender_pump,
+    .over = sender_target_over,
+    .fail_room = sender_target_fail_room,
+    .hold = sender_target_hold,
+    .release = sender_target_release,
+    .scattered = unpack_scattered,
+    .scatter_failed = unpack_scatter_failed,
+};

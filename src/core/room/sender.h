@@ -10,46 +10,8 @@
 #include "core/base/plan.h"
 #include "core/link/peer.h"
 #include "core/room/room.h"
+#include "core/xfer/target.h"
 #include "ucx/kvx_ucx.h"
-
-/* Sender side: one decode rank a prefill room talks to. */
-typedef struct target {
-    struct room *room;
-    peer_t *peer;
-    plan_pair_t pair;
-    plan_geom_t geom;
-    int granted;    /* its PREALLOC arrived */
-    uint64_t nonce; /* the decode room's incarnation, from its PREALLOC */
-    uint32_t *dst;  /* granted destination pages */
-    int64_t aux_slot;
-    uint32_t verify, verify_rate; /* the decode asked for digests (KVX_VERIFY), from its grant */
-    /* Posting cursor: hand-overs [0, next_hov) are in a batch or posted; the
-     * batch is positions [bpos, bpos + bn) of layers [bl0, bl1). */
-    size_t next_hov;
-    size_t bpos, bn;
-    unsigned bl0, bl1;
-    plan_run_t *runs;
-    size_t nruns, run;
-    unsigned layer, comp;
-    plan_iter_t iter;
-    int iter_live;
-    int in_batch, aux_posted, flushing, done_sent;
-    int received;        /* the decode rank reported the room SUCCESS */
-    int drained_sent;    /* DRAINED told the decode nothing is in flight */
-    uint64_t hold_until; /* injected delay: post nothing before (ns) */
-    void *aux_row;       /* header + payload put into the decode's aux slot */
-    uint64_t puts, bytes;
-    struct target *pump_next;
-    int pumping; /* queued on peer->pump_* */
-    /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
-    plan_mode_t mode;
-    int msgs;               /* the decode asked for data messages only (mode is UNPACK) */
-    uint32_t pack_page;     /* pages of the current run posted */
-    size_t pack_pos;        /* position of the current run in the room's pages */
-    unsigned pack_inflight; /* data messages still reading the source pages */
-    int pack_waiting;       /* queued on ctx->pack_wait_* */
-    struct target *pack_next;
-} target_t;
 
 kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total);
 /* A hand-over of pages [n] for layers [l0, l0 + nl) (ready: cudaEvent_t or
@@ -119,7 +81,10 @@ void sender_pump_peer(kvx_ctx_t *ctx, peer_t *peer);
 /* The same for every peer with targets queued (a progress poller; counts
  * no work, as the pump never did). */
 unsigned sender_pump_peers(kvx_ctx_t *ctx);
-/* For pack.c: */
+/* What the xfer floor calls in the room floor (xfer_attach(), setup): the
+ * target's ops are these below, the scatter ops room/unpack.c's. */
+extern const xfer_ops_t room_xfer_ops;
+/* The target's side of the transfer ops: */
 void sender_pump(kvx_ctx_t *ctx, target_t *t);
 int sender_next_batch(target_t *t);
 void sender_account(target_t *t, size_t len, kvx_status_t posted);

@@ -10,9 +10,9 @@
 #include "core/ctx/ctx.h"
 #include "core/ctx/pool.h"
 #include "core/link/peer.h"
+#include "core/room/unpack.h"
 #include "core/setup/bootstrap.h"
 #include "core/xfer/pack.h"
-#include "core/xfer/unpack.h"
 #include "mpi/kvx_mpi.h"
 #include "util/failure.h"
 #include "util/log.h"
@@ -607,6 +607,13 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
     }
     if (status == KVX_OK) {
         status = bootstrap_peers(ctx, info, blobs, displs, why);
+    }
+    if (status == KVX_OK) {
+        status = kucx_set_am_data_handler(&ctx->ucx, MSG_DATA_ID, unpack_am_cb, ctx);
+        if (status != KVX_OK) {
+            failure_set(why, status, KVX_STAGE_BOOTSTRAP, NULL,
+                        "cannot set the data message handler");
+        }
     }
     if (status == KVX_OK) {
         status = pack_setup(ctx, why);

@@ -16,6 +16,7 @@
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
 #include "core/room/sender.h"
+#include "core/room/unpack.h"
 #include "core/setup/bootstrap.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
@@ -320,6 +321,8 @@ static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
     }
     progress_add_poller(ctx, sender_pump_peers);
     progress_add_poller(ctx, pack_progress);
+    progress_add_poller(ctx, unpack_progress);
+    progress_add_poller(ctx, cstage_progress);
     progress_add_poller(ctx, sender_poll_events);
     progress_add_ticker(ctx, agree_tick);
     progress_add_ticker(ctx, room_tick);
@@ -402,6 +405,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     /* A lost peer fails its rooms (room/outcome.c); a PING tells the rounds. */
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
     room_agree_with(ctx, &agree_room_ops);
+    xfer_attach(ctx, &room_xfer_ops);
     stats_add_health(ctx, peer_health);
     stats_add_health(ctx, room_health);
     status = ctx_init_world(ctx, world, &why);

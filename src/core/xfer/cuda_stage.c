@@ -15,9 +15,10 @@
  *            When the batch completed, the slot goes as one MSG_DATA active
  *            message by rendezvous (the decode chooses where it lands).
  *   decode   land: the data is received into a slot of its own staging
- *            area (unpack.c), then scatter: copies of the pieces contiguous
- *            in its pool, queued and fenced alike. When they completed the
- *            bytes count for their writer (unpack_count()), and the room is
+ *            area (room/unpack.c), then scatter: copies of the pieces
+ *            contiguous in its pool, queued and fenced alike. When they
+ *            completed the bytes count for their writer (the scattered op,
+ *            unpack_scattered() -> unpack_count()), and the room is
  *            SUCCESS only when every writer's bytes counted and its DONE
  *            arrived: SUCCESS waits for the device copies.
  *
@@ -32,18 +33,20 @@
  * The pages of a decode room that failed stay DRAINING while a copy into
  * them is in flight (receiver_update_pages() asks cstage_room_busy());
  * data for a failed room is dropped.
+ *
+ * This file knows targets and staging slots, never rooms: what a room
+ * must hear goes through ctx->xfer_ops (target.h), and the decode side's
+ * callers (room/unpack.c) fail their room with what cstage_scatter*()
+ * returns.
  */
 #include "config.h"
 
 #include "core/ctx/ctx.h"
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
-#include "core/room/receiver.h"
-#include "core/room/room.h"
-#include "core/room/sender.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
-#include "core/xfer/unpack.h"
+#include "core/xfer/target.h"
 #include "mpi/kvx_mpi.h"
 #include "util/failure.h"
 #include "util/log.h"
@@ -328,14 +331,13 @@ void cstage_area_cleanup(kvx_ctx_t *ctx)
 
 /* ---- slots with copies ------------------------------------------------- */
 
-/* Fails a room with a failure recorded outside it: at post on the prefill
- * (its gather), at transfer on the decode (its scatter). */
-static void cstage_fail_room(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
+/* Fails t's room with a failure recorded outside it, at post (its gather). */
+static void cstage_fail_target(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *f)
 {
-    f->stage = room->side == KVX_ROLE_PREFILL ? KVX_STAGE_POST : KVX_STAGE_TRANSFER;
-    f->room_id = room->id;
+    f->stage = KVX_STAGE_POST;
+    f->room_id = t->room_id;
     f->has_room = 1;
-    room_fail(ctx, room, f, 1);
+    ctx->xfer_ops->fail_room(ctx, t, f);
 }
 
 static unsigned cstage_index(const kvx_ctx_t *ctx, const staging_slot_t *slot)
@@ -398,22 +400,12 @@ static void cstage_fail_all(kvx_ctx_t *ctx, const kvx_failure_t *why)
     for (unsigned k = 0; k < c->qcount; k++) {
         unsigned i = c->queue[(c->qfirst + k) % ctx->staging.cap];
         staging_slot_t *slot = &ctx->staging.slots[i];
-        room_t *room = NULL;
         kvx_failure_t f = *why;
 
         if (c->ops[i].kind == CSTAGE_GATHER) {
-            room = c->ops[i].t->room;
+            cstage_fail_target(ctx, c->ops[i].t, &f);
         } else {
-            msg_hdr_t h;
-
-            memcpy(&h, slot->hdr, sizeof(h));
-            room = room_find(ctx, h.room);
-        }
-        if (room != NULL) {
-            cstage_fail_room(ctx, room, &f);
-            if (room->side == KVX_ROLE_DECODE) {
-                receiver_update_pages(ctx, room); /* failed before: no copy holds it now */
-            }
+            ctx->xfer_ops->scatter_failed(ctx, slot, &f);
         }
     }
 }
@@ -439,7 +431,7 @@ static void cstage_sent_cb(void *request, ucs_status_t status, void *user)
     kvx_ctx_t *ctx = t->peer->ctx;
 
     cstage_gather_over(ctx, t, slot);
-    sender_put_cb(request, status, t);
+    ctx->xfer_ops->done(request, status, t);
 }
 
 /* Queues copies of a sub-run's pieces (contiguous in the pool) into its
@@ -488,9 +480,9 @@ static void cstage_copy_gathers(kvx_ctx_t *ctx)
             continue;
         }
         op->copied = 1;
-        if (!room_terminal(op->t->room) &&
+        if (!ctx->xfer_ops->over(op->t) &&
             cstage_gather(ctx, op, &ctx->staging.slots[i], &f) != KVX_OK) {
-            cstage_fail_room(ctx, op->t->room, &f);
+            cstage_fail_target(ctx, op->t, &f);
         }
     }
 }
@@ -508,7 +500,7 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
         if (slot != NULL) {
             staging_release(&ctx->staging, slot);
         }
-        cstage_fail_room(ctx, t->room, &f);
+        cstage_fail_target(ctx, t, &f);
         return -1;
     }
     if (slot == NULL) {
@@ -516,13 +508,13 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
         return -1;
     }
     slot->owner = t;
-    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room->id, t->nonce, &d);
+    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room_id, t->nonce, &d);
     /* The progress thread queues its copies (cstage_copy_gathers()). */
     op = cstage_queue(ctx, slot, CSTAGE_GATHER);
     op->t = t;
     op->sub = *sub;
     op->buf = t->layer * ctx->my.comps + t->comp;
-    t->room->refs++;
+    ctx->xfer_ops->hold(t);
     t->pack_inflight++;
     pack_advance(t, sub->count);
     return 1;
@@ -532,53 +524,50 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
 static void cstage_send(kvx_ctx_t *ctx, staging_slot_t *slot)
 {
     target_t *t = slot->owner;
-    room_t *room = t->room;
     ucs_status_t ucs = UCS_OK;
     kvx_status_t status = KVX_ERR_ABORTED;
 
-    if (!room_terminal(room)) {
+    if (!ctx->xfer_ops->over(t)) {
         ctx->cstage.ops[cstage_index(ctx, slot)].kind = CSTAGE_SEND;
         status = kucx_am_send_rndv(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN,
                                    staging_at(&ctx->staging, slot), slot->len,
                                    ctx->staging.region.memh, cstage_sent_cb, slot, &ucs);
         if (status == KVX_OK || status == KVX_INPROGRESS) {
-            sender_account(t, slot->len, status);
+            ctx->xfer_ops->posted(t, slot->len, status);
             stats_xfer(ctx, KVX_XFER_MSG_SENT, slot->len);
         } else {
-            sender_fail(ctx, t, status, KVX_STAGE_POST, ucs, "staged data message to");
+            ctx->xfer_ops->failed(ctx, t, status, KVX_STAGE_POST, ucs, "staged data message to");
         }
     }
     if (status != KVX_INPROGRESS) {
         cstage_gather_over(ctx, t, slot);
     }
-    room_unref(ctx, room); /* the gather's; a message in flight holds its own */
+    ctx->xfer_ops->release(ctx, t); /* the gather's; a message in flight holds its own */
 }
 
 /* ---- receiver ------------------------------------------------------------- */
 
 /* Queues copies of a data message's pieces (contiguous in the pool) from
  * data into the room's pages. */
-static kvx_status_t cstage_scatter_copies(kvx_ctx_t *ctx, room_t *room, source_t *s,
+static kvx_status_t cstage_scatter_copies(kvx_ctx_t *ctx, const cstage_dest_t *to,
                                           const msg_data_t *d, const char *data, size_t len,
                                           kvx_failure_t *why)
 {
     char *pool = ctx->pool.buf[d->layer * ctx->my.comps + d->comp];
-    plan_run_t run = { 0, room->pages[d->pos], d->npages };
+    plan_run_t run = { 0, to->pages[0], d->npages };
     size_t so, doff, n, off = 0;
     kvx_status_t status = KVX_OK;
-    plan_geom_t g;
     plan_iter_t it;
 
     for (uint32_t j = 1; j < d->npages; j++) {
-        if (room->pages[d->pos + j] != run.dst + j) {
+        if (to->pages[j] != run.dst + j) {
             failure_set(why, KVX_ERR_PROTOCOL, KVX_STAGE_TRANSFER, NULL,
                         "%s sent staged DATA for pages [%u, +%u), which are not consecutive here",
-                        s->peer->name, d->pos, d->npages);
+                        to->writer, d->pos, d->npages);
             return KVX_ERR_PROTOCOL;
         }
     }
-    plan_geom_init(&g, s->peer->kvl, s->peer->num_pages, &ctx->my, ctx->num_pages, &s->pair);
-    plan_iter_init_sides(&it, &g, &run, PLAN_DST);
+    plan_iter_init_sides(&it, &to->geom, &run, PLAN_DST);
     while (status == KVX_OK && plan_iter_next(&it, &so, &doff, &n) && n <= len - off) {
         status = mem_copier_copy(ctx->cstage.copier, pool + doff, data + off, n, why);
         off += n;
@@ -586,47 +575,42 @@ static kvx_status_t cstage_scatter_copies(kvx_ctx_t *ctx, room_t *room, source_t
     if (status == KVX_OK && off != len) {
         failure_set(why, KVX_ERR_PROTOCOL, KVX_STAGE_TRANSFER, NULL,
                     "%s sent staged DATA of %zu bytes for pages [%u, +%u): their pieces hold %zu",
-                    s->peer->name, len, d->pos, d->npages, off);
+                    to->writer, len, d->pos, d->npages, off);
         status = KVX_ERR_PROTOCOL;
     }
     stats_xfer(ctx, KVX_XFER_STAGED_COPY, status == KVX_OK ? off : 0);
     return status;
 }
 
-void cstage_scatter(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_data_t *d,
-                    staging_slot_t *slot)
+kvx_status_t cstage_scatter(kvx_ctx_t *ctx, const cstage_dest_t *to, const msg_data_t *d,
+                            staging_slot_t *slot, kvx_failure_t *why)
 {
-    kvx_failure_t f;
     kvx_status_t status;
 
     if (ctx->cstage.broken) {
-        f = ctx->cstage.broken_why;
+        *why = ctx->cstage.broken_why;
         staging_release(&ctx->staging, slot);
         ctx->pack_kick = 1;
-        cstage_fail_room(ctx, room, &f);
-        return;
+        return why->status;
     }
-    status = cstage_scatter_copies(ctx, room, s, d, staging_at(&ctx->staging, slot), slot->len, &f);
+    status = cstage_scatter_copies(ctx, to, d, staging_at(&ctx->staging, slot), slot->len, why);
 
     cstage_queue(ctx, slot, CSTAGE_SCATTER);
-    if (status != KVX_OK) {
-        cstage_fail_room(ctx, room, &f);
-    }
+    return status;
 }
 
-void cstage_scatter_now(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_data_t *d,
-                        const void *data, size_t len)
+kvx_status_t cstage_scatter_now(kvx_ctx_t *ctx, const cstage_dest_t *to, const msg_data_t *d,
+                                const void *data, size_t len, kvx_failure_t *why)
 {
     uint64_t ticket;
     kvx_failure_t f, g;
     kvx_status_t status, waited;
 
     if (ctx->cstage.broken) {
-        f = ctx->cstage.broken_why;
-        cstage_fail_room(ctx, room, &f);
-        return;
+        *why = ctx->cstage.broken_why;
+        return why->status;
     }
-    status = cstage_scatter_copies(ctx, room, s, d, data, len, &f);
+    status = cstage_scatter_copies(ctx, to, d, data, len, &f);
     waited = cstage_fence(ctx, &ticket, &g);
 
     /* The data is UCX's until this returns: every copy out of it ends here. */
@@ -641,37 +625,19 @@ void cstage_scatter_now(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_dat
         }
     }
     if (status != KVX_OK) {
-        cstage_fail_room(ctx, room, &f);
-        return;
+        *why = f;
     }
-    unpack_count(ctx, room, s, len);
+    return status;
 }
 
-/* A scattered slot's copies completed: its bytes count for their writer,
- * unless the room failed or closed meanwhile. */
-static void cstage_scattered(kvx_ctx_t *ctx, staging_slot_t *slot)
+void cstage_slot_free(kvx_ctx_t *ctx, staging_slot_t *slot)
 {
-    room_t *room;
-    source_t *s;
-    msg_hdr_t h;
-    msg_t m;
-
-    memcpy(&h, slot->hdr, sizeof(h));
-    if ((s = unpack_slot_source(ctx, slot, &m, &room)) != NULL) {
-        unpack_count(ctx, room, s, slot->len);
-    }
     ctx->cstage.ops[cstage_index(ctx, slot)].kind = CSTAGE_FREE;
     staging_release(&ctx->staging, slot);
     ctx->pack_kick = 1;
-    /* A failed room's pages may be released once no copy into them is left. */
-    room = room_find(ctx, h.room);
-    if (room != NULL && room->side == KVX_ROLE_DECODE && room->nonce == h.nonce &&
-        room->state == KVX_ROOM_FAILED) {
-        receiver_update_pages(ctx, room);
-    }
 }
 
-int cstage_room_busy(const kvx_ctx_t *ctx, const room_t *room)
+int cstage_room_busy(const kvx_ctx_t *ctx, uint64_t id, uint64_t nonce)
 {
     const cstage_t *c = &ctx->cstage;
 
@@ -684,7 +650,7 @@ int cstage_room_busy(const kvx_ctx_t *ctx, const room_t *room)
         msg_hdr_t h;
 
         memcpy(&h, ctx->staging.slots[i].hdr, sizeof(h));
-        if (c->ops[i].kind == CSTAGE_SCATTER && h.room == room->id && h.nonce == room->nonce) {
+        if (c->ops[i].kind == CSTAGE_SCATTER && h.room == id && h.nonce == nonce) {
             return 1;
         }
     }
@@ -722,7 +688,7 @@ unsigned cstage_progress(kvx_ctx_t *ctx)
         if (kind == CSTAGE_GATHER) {
             cstage_send(ctx, slot);
         } else {
-            cstage_scattered(ctx, slot);
+            ctx->xfer_ops->scattered(ctx, slot); /* releases the slot (cstage_slot_free()) */
         }
     }
     /* Copies in flight are work: the progress thread polls, not sleeps. */

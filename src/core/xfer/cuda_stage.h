@@ -16,8 +16,6 @@
 #include <stdint.h>
 
 struct kvx_ctx;
-struct room;
-struct source;
 struct target;
 
 /* ---- cuda_stage.c: the memory path; staged data messages ---- */
@@ -37,18 +35,31 @@ void cstage_area_cleanup(struct kvx_ctx *ctx);
  * thread gathers it there and sends its data message once the copies
  * completed. Returns as pack_post(). */
 int cstage_post(struct kvx_ctx *ctx, struct target *t, const plan_run_t *sub, size_t pos);
-/* Receiver: copies a landed data message from its slot into the pool; the
- * slot is released, and the bytes count for the writer, once the copies
- * completed. */
-void cstage_scatter(struct kvx_ctx *ctx, struct room *room, struct source *s, const msg_data_t *d,
-                    staging_slot_t *slot);
-/* Receiver: the same for eager data, copied and waited for at once. */
-void cstage_scatter_now(struct kvx_ctx *ctx, struct room *room, struct source *s,
-                        const msg_data_t *d, const void *data, size_t len);
+/* Receiver: where a data message's pages go -- the room's pages from the
+ * message's position on, the pair's geometry (writer's side first), and the
+ * writer's name for reasons. */
+typedef struct cstage_dest {
+    const uint32_t *pages;
+    plan_geom_t geom;
+    const char *writer;
+} cstage_dest_t;
+/* Receiver: queues the copies of a landed data message from its slot into
+ * the pool; once they complete, the scattered op (target.h) counts the
+ * bytes and releases the slot. Not KVX_OK: the copies are refused (why,
+ * at transfer), and the caller fails the room; the slot is queued anyway
+ * (or released when the engine is broken). */
+kvx_status_t cstage_scatter(struct kvx_ctx *ctx, const cstage_dest_t *to, const msg_data_t *d,
+                            staging_slot_t *slot, kvx_failure_t *why);
+/* Receiver: the same for eager data, copied and waited for at once: KVX_OK
+ * when the bytes are in the pool. */
+kvx_status_t cstage_scatter_now(struct kvx_ctx *ctx, const cstage_dest_t *to, const msg_data_t *d,
+                                const void *data, size_t len, kvx_failure_t *why);
+/* Receiver: a scattered slot's work is over; the slot is free again. */
+void cstage_slot_free(struct kvx_ctx *ctx, staging_slot_t *slot);
 /* Fences new copies, and finishes the slots whose copies completed:
  * sends gathered data, counts scattered data. Returns work still pending. */
 unsigned cstage_progress(struct kvx_ctx *ctx);
 /* A copy into the decode room's pages is still in flight. */
-int cstage_room_busy(const struct kvx_ctx *ctx, const struct room *room);
+int cstage_room_busy(const struct kvx_ctx *ctx, uint64_t id, uint64_t nonce);
 
 #endif

@@ -11,7 +11,7 @@
  * UNPACK: the run is contiguous here and interleaved with other writers'
  * heads there, within every token. It travels as one active message (a
  * MSG_DATA header, kept in a header-only slot, and the run's bytes straight
- * from the pool), which the decode rank unpacks (unpack.c). The source
+ * from the pool), which the decode rank unpacks (room/unpack.c). The source
  * pages are read until the message completes, so the target finishes
  * (aux, flush, DONE) only when none is in flight.
  *
@@ -28,17 +28,18 @@
  *
  * A target that finds no free slot waits on ctx->pack_wait_*; completions
  * kick the progress thread, which pumps the waiting targets again.
+ *
+ * What the prefill machine must hear (posted, done, failed, resume) goes
+ * through ctx->xfer_ops (target.h).
  */
 #include "config.h"
 
 #include "core/ctx/ctx.h"
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
-#include "core/room/room.h"
-#include "core/room/sender.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/pack.h"
-#include "core/xfer/unpack.h"
+#include "core/xfer/target.h"
 #include "util/failure.h"
 #include "util/log.h"
 
@@ -83,12 +84,8 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
     int need_slots = 0, need_area = 0;
     size_t bytes = ctx->cfg.staging_bytes, need_bytes = 2 * PLAN_MAX_OP;
-    kvx_status_t status = kucx_set_am_data_handler(&ctx->ucx, MSG_DATA_ID, unpack_am_cb, ctx);
+    kvx_status_t status;
 
-    if (status != KVX_OK) {
-        failure_set(why, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot set the data message handler");
-        return status;
-    }
     for (int i = 0; i < ctx->npeers; i++) {
         plan_mode_t mode;
         plan_geom_t g;
@@ -141,7 +138,7 @@ kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why)
     if (ctx->staging.cap > 0 && pack_area_ok(ctx, t, &needed)) {
         return KVX_OK;
     }
-    failure_set_room(why, t->room->id, KVX_ERR_CONFIG, KVX_STAGE_PREALLOC, NULL,
+    failure_set_room(why, t->room_id, KVX_ERR_CONFIG, KVX_STAGE_PREALLOC, NULL,
                      "%s asks for pages as data messages, but this rank set %s aside for them "
                      "(its endpoint has native RMA here: set KVX_WRITES alike on every rank)",
                      t->peer->name,
@@ -173,7 +170,7 @@ void pack_wait(kvx_ctx_t *ctx, target_t *t)
     }
     t->pack_waiting = 1;
     t->pack_next = NULL;
-    t->room->refs++;
+    ctx->xfer_ops->hold(t);
     if (ctx->pack_wait_tail != NULL) {
         ctx->pack_wait_tail->pack_next = t;
     } else {
@@ -192,16 +189,20 @@ unsigned pack_progress(kvx_ctx_t *ctx)
         ctx->pack_wait_head = ctx->pack_wait_tail = NULL;
         while (t != NULL) {
             target_t *next = t->pack_next;
-            room_t *room = t->room;
 
             t->pack_waiting = 0;
-            sender_pump(ctx, t); /* may queue t again */
-            room_unref(ctx, room);
+            ctx->xfer_ops->resume(ctx, t); /* may queue t again */
+            ctx->xfer_ops->release(ctx, t);
             t = next;
             n++;
         }
     }
-    return n + unpack_progress(ctx) + cstage_progress(ctx);
+    return n;
+}
+
+void xfer_attach(kvx_ctx_t *ctx, const xfer_ops_t *ops)
+{
+    ctx->xfer_ops = ops;
 }
 
 /* The next sub-run to post: at most plan_op_pages() pages of the current
@@ -215,7 +216,7 @@ int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
 
     for (;;) {
         if (!t->in_batch) {
-            if (!sender_next_batch(t)) {
+            if (!ctx->xfer_ops->next_batch(t)) {
                 return 0;
             }
             t->pack_page = 0;
@@ -265,7 +266,7 @@ static void pack_done_cb(void *request, ucs_status_t status, void *user)
     if ((t->mode == PLAN_UNPACK || t->msgs) && --t->pack_inflight == 0) {
         pack_wait(ctx, t); /* it may finish now */
     }
-    sender_put_cb(request, status, t);
+    ctx->xfer_ops->done(request, status, t);
 }
 
 /* Copies the pieces of sub into the slot at their offsets in the remote
@@ -311,10 +312,10 @@ static int pack_posted(kvx_ctx_t *ctx, target_t *t, staging_slot_t *slot, const 
         staging_release(&ctx->staging, slot);
     }
     if (status != KVX_OK && status != KVX_INPROGRESS) {
-        sender_fail(ctx, t, status, KVX_STAGE_POST, ucs, what);
+        ctx->xfer_ops->failed(ctx, t, status, KVX_STAGE_POST, ucs, what);
         return -1;
     }
-    sender_account(t, len, status);
+    ctx->xfer_ops->posted(t, len, status);
     stats_xfer(ctx, t->mode == PLAN_UNPACK ? KVX_XFER_MSG_SENT : KVX_XFER_PACKED_PUT, len);
     t->pack_inflight += t->mode == PLAN_UNPACK && status == KVX_INPROGRESS;
     pack_advance(t, sub->count);
@@ -337,9 +338,9 @@ static int pack_put(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub)
         kvx_failure_t f;
 
         staging_release(&ctx->staging, slot);
-        failure_set_room(&f, t->room->id, KVX_ERR_INTERNAL, KVX_STAGE_POST, NULL,
+        failure_set_room(&f, t->room_id, KVX_ERR_INTERNAL, KVX_STAGE_POST, NULL,
                          "packing pages for %s: a piece falls outside its run", t->peer->name);
-        room_fail(ctx, t->room, &f, 1);
+        ctx->xfer_ops->fail_room(ctx, t, &f);
         return -1;
     }
     status = kucx_put(t->peer->ep, t->peer->put_in_host, staging_at(&ctx->staging, slot), len,
@@ -385,7 +386,7 @@ static int pack_send(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t 
         src = staging_at(&ctx->staging, slot);
         memh = ctx->staging.region.memh;
     }
-    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room->id, t->nonce, &d);
+    msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room_id, t->nonce, &d);
     status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, src, len, memh,
                                pack_done_cb, slot, &ucs);
     return pack_posted(ctx, t, slot, sub, status, ucs, "data message to");
@@ -401,17 +402,17 @@ int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len)
     if (slot == NULL) {
         return 0; /* pumped again when a slot is free */
     }
-    msg_put_data(slot->hdr, MSG_AUX, ctx->rank, t->room->id, t->nonce, &d);
+    msg_put_data(slot->hdr, MSG_AUX, ctx->rank, t->room_id, t->nonce, &d);
     status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, row, len, NULL,
                                pack_done_cb, slot, &ucs);
     if (status != KVX_INPROGRESS) {
         staging_release(&ctx->staging, slot);
     }
     if (status != KVX_OK && status != KVX_INPROGRESS) {
-        sender_fail(ctx, t, status, KVX_STAGE_AUX, ucs, "aux row to");
+        ctx->xfer_ops->failed(ctx, t, status, KVX_STAGE_AUX, ucs, "aux row to");
         return 0;
     }
-    sender_account(t, len, status);
+    ctx->xfer_ops->posted(t, len, status);
     stats_xfer(ctx, KVX_XFER_MSG_SENT, len);
     t->pack_inflight += status == KVX_INPROGRESS;
     return 1;

@@ -7,7 +7,7 @@
 #include <kvx.h>
 
 #include "core/base/plan.h"
-#include "core/room/sender.h"
+#include "core/xfer/target.h"
 
 /* Sets up staging when this rank's pairs need it (end of bootstrap). */
 kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why);
@@ -23,7 +23,7 @@ kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why);
 int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len);
 /* No data message of t still reads its source pages. */
 int pack_quiet(const target_t *t);
-/* Resumes waiting targets and landings (progress thread); returns work done. */
+/* Resumes waiting targets (a progress poller); returns work done. */
 unsigned pack_progress(kvx_ctx_t *ctx);
 
 /* Used by cuda_stage.c, which posts its own data messages in pack.c's order. */

@@ -17,9 +17,10 @@
  * A writer is complete when its DONE arrived and every byte it owes this
  * rank was unpacked, in either order (receiver_source_complete()).
  *
- * On a staged memory path (cuda_stage.c) every data message is staged: the
- * copies out of its slot go through the copy engine, and its bytes count
- * (unpack_count()) once they completed.
+ * On a staged memory path (xfer/cuda_stage.c) every data message is
+ * staged: the copies out of its slot go through the copy engine, and its
+ * bytes count (unpack_count()) once they completed (unpack_scattered(), the
+ * scattered op of room_xfer_ops).
  */
 #include "config.h"
 
@@ -28,8 +29,8 @@
 #include "core/link/peer.h"
 #include "core/room/receiver.h"
 #include "core/room/room.h"
+#include "core/room/unpack.h"
 #include "core/xfer/cuda_stage.h"
-#include "core/xfer/unpack.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -87,6 +88,16 @@ int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s)
     return s->unpacked == unpack_expected(ctx, room, s) && (!unpack_owes_aux(room, s) || s->aux_in);
 }
 
+/* Fails the room with f, at transfer (a failure from this file or the copy
+ * engine). */
+static void unpack_fail_with(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
+{
+    f->stage = KVX_STAGE_TRANSFER;
+    f->room_id = room->id;
+    f->has_room = 1;
+    room_fail(ctx, room, f, 1);
+}
+
 static void unpack_fail(kvx_ctx_t *ctx, room_t *room, kvx_status_t status, const char *foreign,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
@@ -99,9 +110,16 @@ static void unpack_fail(kvx_ctx_t *ctx, room_t *room, kvx_status_t status, const
     va_start(ap, fmt);
     failure_vset(&f, status, KVX_STAGE_TRANSFER, foreign, fmt, ap);
     va_end(ap);
-    f.room_id = room->id;
-    f.has_room = 1;
-    room_fail(ctx, room, &f, 1);
+    unpack_fail_with(ctx, room, &f);
+}
+
+/* Where the copy engine puts a data message of s for the room. */
+static void unpack_dest(const kvx_ctx_t *ctx, const room_t *room, const source_t *s,
+                        const msg_data_t *d, cstage_dest_t *to)
+{
+    to->pages = room->pages + d->pos;
+    unpack_geom(ctx, s, &to->geom);
+    to->writer = s->peer->name;
 }
 
 /* Checks an aux row message of len bytes from s. */
@@ -257,9 +275,15 @@ static void unpack_landed(kvx_ctx_t *ctx, staging_slot_t *slot, ucs_status_t sta
 
     if ((s = unpack_slot_source(ctx, slot, &m, &room)) != NULL) {
         if (status == UCS_OK && ctx->cstage.on && m.hdr.type == MSG_DATA) {
+            cstage_dest_t to;
+            kvx_failure_t f;
+
             /* The slot is released when the copies out of it completed
              * (aux rows stay in host memory: delivered at once). */
-            cstage_scatter(ctx, room, s, &m.u.data, slot);
+            unpack_dest(ctx, room, s, &m.u.data, &to);
+            if (cstage_scatter(ctx, &to, &m.u.data, slot, &f) != KVX_OK) {
+                unpack_fail_with(ctx, room, &f);
+            }
             return;
         }
         if (status == UCS_OK) {
@@ -358,13 +382,59 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
     }
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
         if (ctx->cstage.on && m.hdr.type == MSG_DATA) {
-            cstage_scatter_now(ctx, room, s, &m.u.data, data, length);
+            cstage_dest_t to;
+            kvx_failure_t f;
+
+            unpack_dest(ctx, room, s, &m.u.data, &to);
+            if (cstage_scatter_now(ctx, &to, &m.u.data, data, length, &f) == KVX_OK) {
+                unpack_count(ctx, room, s, length);
+            } else {
+                unpack_fail_with(ctx, room, &f);
+            }
         } else {
             unpack_deliver(ctx, room, s, &m, data, length);
         }
         return UCS_OK;
     }
     return unpack_land(ctx, header, data, length);
+}
+
+void unpack_scattered(kvx_ctx_t *ctx, staging_slot_t *slot)
+{
+    room_t *room;
+    source_t *s;
+    msg_hdr_t h;
+    msg_t m;
+
+    memcpy(&h, slot->hdr, sizeof(h));
+    if ((s = unpack_slot_source(ctx, slot, &m, &room)) != NULL) {
+        unpack_count(ctx, room, s, slot->len);
+    }
+    cstage_slot_free(ctx, slot);
+    /* A failed room's pages may be released once no copy into them is left. */
+    room = room_find(ctx, h.room);
+    if (room != NULL && room->side == KVX_ROLE_DECODE && room->nonce == h.nonce &&
+        room->state == KVX_ROOM_FAILED) {
+        receiver_update_pages(ctx, room);
+    }
+}
+
+void unpack_scatter_failed(kvx_ctx_t *ctx, staging_slot_t *slot, kvx_failure_t *f)
+{
+    room_t *room;
+    msg_hdr_t h;
+
+    memcpy(&h, slot->hdr, sizeof(h));
+    room = room_find(ctx, h.room);
+    if (room != NULL) {
+        f->stage = room->side == KVX_ROLE_PREFILL ? KVX_STAGE_POST : KVX_STAGE_TRANSFER;
+        f->room_id = room->id;
+        f->has_room = 1;
+        room_fail(ctx, room, f, 1);
+        if (room->side == KVX_ROLE_DECODE) {
+            receiver_update_pages(ctx, room); /* failed before: no copy holds it now */
+        }
+    }
 }
 
 unsigned unpack_progress(kvx_ctx_t *ctx)

@@ -17,7 +17,14 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
                           size_t length, const ucp_am_recv_param_t *param);
 /* Every byte the source sends to be unpacked here was unpacked. */
 int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s);
-/* Lands data that waited for a slot; returns work done. */
+/* A staged data message's copies into the pool completed: its bytes count
+ * (unless its room failed or closed meanwhile), the slot is released, and a
+ * failed room's pages may go (the scattered op of room_xfer_ops). */
+void unpack_scattered(kvx_ctx_t *ctx, staging_slot_t *slot);
+/* The copy engine failed with slot's copies queued: the room of its data
+ * message fails with f (the scatter_failed op). */
+void unpack_scatter_failed(kvx_ctx_t *ctx, staging_slot_t *slot, kvx_failure_t *f);
+/* Lands data that waited for a slot; returns work done (a progress poller). */
 unsigned unpack_progress(kvx_ctx_t *ctx);
 /* Drops waiting data and waits for data being received (destroy). */
 void unpack_cleanup(kvx_ctx_t *ctx);
