@@ -16,6 +16,7 @@
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
 #include "core/room/sender.h"
+#include "core/setup/pool_steps.h"
 #include "util/ident.h"
 #include "util/time.h"
 

@@ -318,7 +318,7 @@ static void agree_faults(kvx_ctx_t *ctx)
         room_t *room = ctx->rooms.slots[i].value;
 
         if (room != NULL && room->user_open && !room_terminal(room) && !sender_delivered(room) &&
-            fault_at(ctx, KVX_STAGE_AGREE, room, &act) == FAULT_FAIL) {
+            fault_at(ctx, KVX_STAGE_AGREE, room->id, &room->fault_seen, &act) == FAULT_FAIL) {
             room_fail(ctx, room, &act.failure, 1);
         }
     }

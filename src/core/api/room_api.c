@@ -219,7 +219,8 @@ static void room_api_opened(kvx_ctx_t *ctx, room_t *room)
         peer_fail_if_lost(ctx, room, room->sources[s].peer);
         peer_fail_if_gone(ctx, room, room->sources[s].peer);
     }
-    if (!room_terminal(room) && fault_at(ctx, KVX_STAGE_BOOTSTRAP, room, &act) == FAULT_FAIL) {
+    if (!room_terminal(room) &&
+        fault_at(ctx, KVX_STAGE_BOOTSTRAP, room->id, &room->fault_seen, &act) == FAULT_FAIL) {
         room_fail(ctx, room, &act.failure, 1);
     }
     peer_break_if_broken(ctx, room);

@@ -19,7 +19,6 @@
 
 #include "core/ctx/ctx.h"
 #include "core/room/fault.h"
-#include "core/room/room.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/mix.h"
@@ -332,20 +331,20 @@ static double fault_draw(const fault_rule_t *r, size_t index, uint64_t room, int
     return (double)(h >> 11) * 0x1p-53;
 }
 
-static int fault_selects(const kvx_ctx_t *ctx, const fault_rule_t *r, const room_t *room)
+static int fault_selects(const kvx_ctx_t *ctx, const fault_rule_t *r, uint64_t id)
 {
     return (r->role < 0 || r->role == (int)ctx->role) &&
            (r->instance < 0 || r->instance == ctx->instance) &&
            (r->tp < 0 || r->tp == ctx->tp_rank) && (r->rank < 0 || r->rank == ctx->rank) &&
-           (r->room < 0 || (uint64_t)r->room == room->id);
+           (r->room < 0 || (uint64_t)r->room == id);
 }
 
 /* Does rule i fire at this stage of this room? */
-static int fault_fires(kvx_ctx_t *ctx, fault_rule_t *r, size_t i, kvx_stage_t stage, room_t *room)
+static int fault_fires(kvx_ctx_t *ctx, fault_rule_t *r, size_t i, kvx_stage_t stage, uint64_t id)
 {
     if (r->stage == FAULT_ANY) {
         /* One stage per room, drawn once: the rule fires if the room meets it. */
-        size_t pick = (size_t)(fault_draw(r, i, room->id, ctx->rank, 0x5eed) * FAULT_NSTAGES);
+        size_t pick = (size_t)(fault_draw(r, i, id, ctx->rank, 0x5eed) * FAULT_NSTAGES);
 
         if (fault_stages[pick] != stage) {
             return 0;
@@ -353,7 +352,7 @@ static int fault_fires(kvx_ctx_t *ctx, fault_rule_t *r, size_t i, kvx_stage_t st
     } else if (r->stage != (int)stage) {
         return 0;
     }
-    if (!fault_selects(ctx, r, room)) {
+    if (!fault_selects(ctx, r, id)) {
         return 0;
     }
     r->seen++;
@@ -363,7 +362,7 @@ static int fault_fires(kvx_ctx_t *ctx, fault_rule_t *r, size_t i, kvx_stage_t st
     if (r->every > 0 && (r->seen - r->after) % r->every != 0) {
         return 0;
     }
-    return r->prob < 0 || fault_draw(r, i, room->id, ctx->rank, 0) < r->prob;
+    return r->prob < 0 || fault_draw(r, i, id, ctx->rank, 0) < r->prob;
 }
 
 static void fault_sleep(uint64_t ns)
@@ -374,42 +373,43 @@ static void fault_sleep(uint64_t ns)
     }
 }
 
-fault_effect_t fault_eval(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room, fault_action_t *act)
+fault_effect_t fault_eval(kvx_ctx_t *ctx, kvx_stage_t stage, uint64_t id, unsigned *seen,
+                          fault_action_t *act)
 {
     fault_set_t *set = ctx->faults;
 
-    if (room->fault_seen & (1u << stage)) {
+    if (*seen & (1u << stage)) {
         return FAULT_NONE;
     }
-    room->fault_seen |= 1u << stage;
+    *seen |= 1u << stage;
     for (size_t i = 0; i < set->n; i++) {
         fault_rule_t *r = &set->rules[i];
 
-        if (!fault_fires(ctx, r, i, stage, room)) {
+        if (!fault_fires(ctx, r, i, stage, id)) {
             continue;
         }
         memset(act, 0, sizeof(*act));
         act->effect = r->effect;
         switch (r->effect) {
         case FAULT_KILL:
-            kvx_rerror(room->id, "injected: killing this rank at stage %s (rule '%s')",
+            kvx_rerror(id, "injected: killing this rank at stage %s (rule '%s')",
                        kvx_stage_name(stage), r->text);
             kill(getpid(), SIGKILL);
             pause();
             break;
         case FAULT_FAIL:
-            failure_set_room(&act->failure, room->id, r->code, stage, NULL,
+            failure_set_room(&act->failure, id, r->code, stage, NULL,
                              "injected failure (rule '%s')", r->text);
             act->failure.flags |= KVX_FAILURE_INJECTED;
             break;
         case FAULT_STALL:
-            kvx_rwarn(room->id, "injected: holding this thread for %llu ms at stage %s",
+            kvx_rwarn(id, "injected: holding this thread for %llu ms at stage %s",
                       (unsigned long long)(r->delay_ns / 1000000), kvx_stage_name(stage));
             fault_sleep(r->delay_ns);
             return FAULT_NONE;
         case FAULT_DELAY:
             act->delay_ns = r->delay_ns;
-            kvx_rinfo(room->id, "injected: %llu ms delay at stage %s",
+            kvx_rinfo(id, "injected: %llu ms delay at stage %s",
                       (unsigned long long)(r->delay_ns / 1000000), kvx_stage_name(stage));
             break;
         default:

@@ -7,7 +7,6 @@
 #include <kvx.h>
 
 #include "core/ctx/ctx.h"
-#include "core/room/room.h"
 
 #include <stdint.h>
 
@@ -29,17 +28,20 @@ typedef struct fault_action {
 
 kvx_status_t fault_parse(const char *spec, struct fault_set **set_p, kvx_failure_t *why);
 void fault_free(struct fault_set *set);
-/* Evaluates the rules at a stage of a room (once per room and stage).
- * FAULT_KILL does not return. */
-fault_effect_t fault_eval(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room, fault_action_t *act);
-/* The cheap test every hook makes first. */
-static inline fault_effect_t fault_at(kvx_ctx_t *ctx, kvx_stage_t stage, room_t *room,
-                                      fault_action_t *act)
+/* Evaluates the rules at a stage of room id (once per room and stage:
+ * *seen, the room's fault_seen, keeps the stages done). FAULT_KILL does not
+ * return. */
+fault_effect_t fault_eval(kvx_ctx_t *ctx, kvx_stage_t stage, uint64_t id, unsigned *seen,
+                          fault_action_t *act);
+/* The cheap test every hook makes first: fault_at(ctx, stage, room->id,
+ * &room->fault_seen, &act). */
+static inline fault_effect_t fault_at(kvx_ctx_t *ctx, kvx_stage_t stage, uint64_t id,
+                                      unsigned *seen, fault_action_t *act)
 {
     if (__builtin_expect(ctx->faults == NULL, 1)) {
         return FAULT_NONE;
     }
-    return fault_eval(ctx, stage, room, act);
+    return fault_eval(ctx, stage, id, seen, act);
 }
 
 #endif

@@ -34,7 +34,7 @@ static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
     fault_action_t act;
     uint64_t at = 0;
 
-    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room->id, &room->fault_seen, &act)) {
     case FAULT_FAIL:
         room_fail(ctx, room, &act.failure, 1);
         return KVX_OK;
@@ -134,7 +134,7 @@ static void receiver_succeed(kvx_ctx_t *ctx, room_t *room)
 
     room_set_state(ctx, room, KVX_ROOM_SUCCESS);
     room->pages_state = KVX_PAGES_RELEASED;
-    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room->id, &room->fault_seen, &act)) {
     case FAULT_DROP:
         kvx_rwarn(room->id, "injected: this rank's outcome notices are not sent");
         room->notify_at = UINT64_MAX;
@@ -160,7 +160,7 @@ static void receiver_all_done(kvx_ctx_t *ctx, room_t *room)
     fault_action_t act;
     kvx_failure_t f;
 
-    switch (fault_at(ctx, KVX_STAGE_COMPLETION, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_COMPLETION, room->id, &room->fault_seen, &act)) {
     case FAULT_FAIL:
         room_fail(ctx, room, &act.failure, 1);
         return;
@@ -310,7 +310,7 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
         room_fail(ctx, room, &f, 1);
         return 0;
     }
-    switch (fault_at(ctx, KVX_STAGE_VERIFY, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_VERIFY, room->id, &room->fault_seen, &act)) {
     case FAULT_CORRUPT:
         receiver_corrupt(ctx, room, &u, &side);
         break;

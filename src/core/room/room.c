@@ -100,7 +100,7 @@ static void room_notify(kvx_ctx_t *ctx, room_t *room)
     fault_action_t act;
     uint64_t at = 0;
 
-    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_NOTIFY, room->id, &room->fault_seen, &act)) {
     case FAULT_DROP:
     case FAULT_FAIL:
         kvx_rwarn(room->id, "injected: the failure notice to the other side is not sent");

@@ -181,7 +181,7 @@ static void sender_target_done(kvx_ctx_t *ctx, target_t *t)
     uint64_t at = 0;
 
     if (t->pair.writes) {
-        switch (fault_at(ctx, KVX_STAGE_COMPLETION, t->room, &act)) {
+        switch (fault_at(ctx, KVX_STAGE_COMPLETION, t->room->id, &t->room->fault_seen, &act)) {
         case FAULT_FAIL:
             room_fail(ctx, t->room, &act.failure, 1);
             return;
@@ -507,7 +507,7 @@ static int sender_put_aux(kvx_ctx_t *ctx, target_t *t)
     if (t->aux_row != NULL) {
         goto send; /* a MSG_AUX that waited for a slot */
     }
-    switch (fault_at(ctx, KVX_STAGE_AUX, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_AUX, room->id, &room->fault_seen, &act)) {
     case FAULT_FAIL:
         room_fail(ctx, room, &act.failure, 1);
         return 0;
@@ -746,7 +746,7 @@ static void sender_post_fault(kvx_ctx_t *ctx, room_t *room)
 {
     fault_action_t act;
 
-    switch (fault_at(ctx, KVX_STAGE_POST, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_POST, room->id, &room->fault_seen, &act)) {
     case FAULT_FAIL:
         room_fail(ctx, room, &act.failure, 1);
         break;
@@ -1063,7 +1063,7 @@ static int sender_prealloc_fault(kvx_ctx_t *ctx, room_t *room, target_t *t)
 {
     fault_action_t act;
 
-    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room, &act)) {
+    switch (fault_at(ctx, KVX_STAGE_PREALLOC, room->id, &room->fault_seen, &act)) {
     case FAULT_FAIL:
         t->granted = 1;
         room->ngranted++;

@@ -18,7 +18,9 @@
 #include "core/room/sender.h"
 #include "core/room/unpack.h"
 #include "core/setup/bootstrap.h"
+#include "core/setup/pool_steps.h"
 #include "core/xfer/cuda_stage.h"
+#include "core/xfer/cursor.h"
 #include "core/xfer/pack.h"
 #include "core/xfer/verify.h"
 #include "mpi/kvx_mpi.h"
@@ -320,7 +322,7 @@ static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
         return status;
     }
     progress_add_poller(ctx, sender_pump_peers);
-    progress_add_poller(ctx, pack_progress);
+    progress_add_poller(ctx, cursor_progress);
     progress_add_poller(ctx, unpack_progress);
     progress_add_poller(ctx, cstage_progress);
     progress_add_poller(ctx, sender_poll_events);

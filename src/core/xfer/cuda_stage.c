@@ -45,7 +45,7 @@
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
 #include "core/xfer/cuda_stage.h"
-#include "core/xfer/pack.h"
+#include "core/xfer/cursor.h"
 #include "core/xfer/target.h"
 #include "mpi/kvx_mpi.h"
 #include "util/failure.h"
@@ -420,7 +420,7 @@ static void cstage_gather_over(kvx_ctx_t *ctx, target_t *t, staging_slot_t *slot
     staging_release(&ctx->staging, slot);
     ctx->pack_kick = 1;
     if (--t->pack_inflight == 0) {
-        pack_wait(ctx, t);
+        cursor_wait(ctx, t);
     }
 }
 
@@ -504,7 +504,7 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
         return -1;
     }
     if (slot == NULL) {
-        pack_wait(ctx, t);
+        cursor_wait(ctx, t);
         return -1;
     }
     slot->owner = t;
@@ -516,7 +516,7 @@ int cstage_post(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t pos)
     op->buf = t->layer * ctx->my.comps + t->comp;
     ctx->xfer_ops->hold(t);
     t->pack_inflight++;
-    pack_advance(t, sub->count);
+    cursor_advance(t, sub->count);
     return 1;
 }
 

@@ -38,6 +38,7 @@
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
 #include "core/xfer/cuda_stage.h"
+#include "core/xfer/cursor.h"
 #include "core/xfer/pack.h"
 #include "core/xfer/target.h"
 #include "util/failure.h"
@@ -161,98 +162,6 @@ int pack_quiet(const target_t *t)
     return t->pack_inflight == 0;
 }
 
-/* Queues t until a slot is released or its data messages complete; the
- * queue holds a reference to the room. */
-void pack_wait(kvx_ctx_t *ctx, target_t *t)
-{
-    if (t->pack_waiting) {
-        return;
-    }
-    t->pack_waiting = 1;
-    t->pack_next = NULL;
-    ctx->xfer_ops->hold(t);
-    if (ctx->pack_wait_tail != NULL) {
-        ctx->pack_wait_tail->pack_next = t;
-    } else {
-        ctx->pack_wait_head = t;
-    }
-    ctx->pack_wait_tail = t;
-}
-
-unsigned pack_progress(kvx_ctx_t *ctx)
-{
-    target_t *t = ctx->pack_wait_head;
-    unsigned n = 0;
-
-    if (t != NULL && ctx->pack_kick) {
-        ctx->pack_kick = 0;
-        ctx->pack_wait_head = ctx->pack_wait_tail = NULL;
-        while (t != NULL) {
-            target_t *next = t->pack_next;
-
-            t->pack_waiting = 0;
-            ctx->xfer_ops->resume(ctx, t); /* may queue t again */
-            ctx->xfer_ops->release(ctx, t);
-            t = next;
-            n++;
-        }
-    }
-    return n;
-}
-
-void xfer_attach(kvx_ctx_t *ctx, const xfer_ops_t *ops)
-{
-    ctx->xfer_ops = ops;
-}
-
-/* The next sub-run to post: at most plan_op_pages() pages of the current
- * run, for the current (layer, component); *pos_p is the position of its
- * first page in the room's page list. Moves over finished runs, components,
- * layers and batches, but not into the sub-run (pack_advance() does). */
-int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p)
-{
-    const plan_run_t *run;
-    uint32_t left;
-
-    for (;;) {
-        if (!t->in_batch) {
-            if (!ctx->xfer_ops->next_batch(t)) {
-                return 0;
-            }
-            t->pack_page = 0;
-            t->pack_pos = t->bpos;
-        }
-        if (t->run < t->nruns) {
-            break;
-        }
-        t->run = 0;
-        t->pack_pos = t->bpos;
-        if (++t->comp == ctx->my.comps) {
-            t->comp = 0;
-            if (++t->layer == t->bl1) {
-                t->in_batch = 0;
-            }
-        }
-    }
-    run = &t->runs[t->run];
-    left = run->count - t->pack_page;
-    sub->src = run->src + t->pack_page;
-    sub->dst = run->dst + t->pack_page;
-    sub->count = left < plan_op_pages(&t->geom) ? left : plan_op_pages(&t->geom);
-    *pos_p = t->pack_pos + t->pack_page;
-    return 1;
-}
-
-void pack_advance(target_t *t, uint32_t pages)
-{
-    t->pack_page += pages;
-    if (t->pack_page == t->runs[t->run].count) {
-        t->pack_pos += t->pack_page;
-        t->pack_page = 0;
-        t->run++;
-    }
-}
-
 /* Completion of a packed put or a data message. */
 static void pack_done_cb(void *request, ucs_status_t status, void *user)
 {
@@ -264,7 +173,7 @@ static void pack_done_cb(void *request, ucs_status_t status, void *user)
     ctx->pack_kick = 1;
     /* Data messages and aux rows (t->msgs) count in pack_inflight. */
     if ((t->mode == PLAN_UNPACK || t->msgs) && --t->pack_inflight == 0) {
-        pack_wait(ctx, t); /* it may finish now */
+        cursor_wait(ctx, t); /* it may finish now */
     }
     ctx->xfer_ops->done(request, status, t);
 }
@@ -293,7 +202,7 @@ static staging_slot_t *pack_slot(kvx_ctx_t *ctx, target_t *t, size_t len)
     staging_slot_t *slot = staging_get(&ctx->staging, len);
 
     if (slot == NULL) {
-        pack_wait(ctx, t);
+        cursor_wait(ctx, t);
         return NULL;
     }
     slot->owner = t;
@@ -318,7 +227,7 @@ static int pack_posted(kvx_ctx_t *ctx, target_t *t, staging_slot_t *slot, const 
     ctx->xfer_ops->posted(t, len, status);
     stats_xfer(ctx, t->mode == PLAN_UNPACK ? KVX_XFER_MSG_SENT : KVX_XFER_PACKED_PUT, len);
     t->pack_inflight += t->mode == PLAN_UNPACK && status == KVX_INPROGRESS;
-    pack_advance(t, sub->count);
+    cursor_advance(t, sub->count);
     return 1;
 }
 
@@ -423,7 +332,7 @@ int pack_post(kvx_ctx_t *ctx, target_t *t)
     plan_run_t sub;
     size_t pos;
 
-    if (!pack_peek(ctx, t, &sub, &pos)) {
+    if (!cursor_peek(ctx, t, &sub, &pos)) {
         return 0; /* all posted, or the next hand-over waits for its event */
     }
     switch (t->mode) {

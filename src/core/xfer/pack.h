@@ -23,12 +23,5 @@ kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why);
 int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len);
 /* No data message of t still reads its source pages. */
 int pack_quiet(const target_t *t);
-/* Resumes waiting targets (a progress poller); returns work done. */
-unsigned pack_progress(kvx_ctx_t *ctx);
-
-/* Used by cuda_stage.c, which posts its own data messages in pack.c's order. */
-int pack_peek(kvx_ctx_t *ctx, target_t *t, plan_run_t *sub, size_t *pos_p);
-void pack_advance(target_t *t, uint32_t pages);
-void pack_wait(kvx_ctx_t *ctx, target_t *t);
 
 #endif

@@ -1,12 +1,13 @@
 /*
- * pool.c - this rank's KV pool and aux slots: given by the caller or
- * allocated here, in host or CUDA memory, registered with UCX once. Aux
- * slots are host memory whatever the pool's type.
+ * pool_steps.c - this rank's KV pool and aux slots (ctx/pool.h): given by
+ * the caller or allocated here, in host or CUDA memory, registered with UCX
+ * once, freed at destroy. Aux slots are host memory whatever the pool's type.
  */
 #include "config.h"
 
 #include "core/ctx/ctx.h"
 #include "core/ctx/pool.h"
+#include "core/setup/pool_steps.h"
 #include "mem/mem.h"
 #include "util/failure.h"
 #include "util/log.h"
