@@ -13,6 +13,7 @@
 #include "core/room/fault.h"
 #include "core/room/outcome.h"
 #include "core/room/protocol.h"
+#include "core/room/receiver.h"
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
 #include "core/room/sender.h"
@@ -60,6 +61,7 @@ static kvx_ctx_t *pair_side_new(int rank, const char *fault)
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
     room_agree_with(ctx, &agree_room_ops);
     xfer_attach(ctx, &room_xfer_ops);
+    room_sides(ctx, &sender_side, &receiver_side);
     stats_add_health(ctx, peer_health);
     stats_add_health(ctx, room_health);
     pair_check(cfg_load(&ctx->cfg, env, NULL, NULL, &why), &why, "cfg_load");

@@ -28,6 +28,7 @@ struct target;
 struct landing;
 struct agree_table;
 struct room_agree_ops;
+struct room_side;
 struct xfer_ops;
 struct fault_set;
 struct stats;
@@ -72,6 +73,8 @@ struct kvx_ctx {
     uint64_t (*ping_rounds)(const struct kvx_ctx *ctx);
     /* What the room floor asks of agreement (room_agree_with()). */
     const struct room_agree_ops *room_agree;
+    /* The side machines of rooms, by kvx_role_t (room_sides()). */
+    const struct room_side *room_side[3];
     /* What the xfer floor tells the room floor (xfer_attach()). */
     const struct xfer_ops *xfer_ops;
     uint64_t next_nonce;

@@ -13,7 +13,6 @@
 #include "core/room/receiver.h"
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
-#include "core/room/unpack.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/verify.h"
 #include "util/failure.h"
@@ -386,11 +385,57 @@ static int receiver_verify(kvx_ctx_t *ctx, room_t *room, source_t *s)
     return 1;
 }
 
+/* ---- what a source owes in data messages (room/unpack.c checks them) ---- */
+
+void receiver_geom(const kvx_ctx_t *ctx, const source_t *s, plan_geom_t *g)
+{
+    plan_geom_init(g, s->peer->kvl, s->peer->num_pages, &ctx->my, ctx->num_pages, &s->pair);
+}
+
+/* Bytes of one page a writer sends this rank in data messages; 0 when it
+ * does not send any (it puts). */
+size_t receiver_msg_page_bytes(const kvx_ctx_t *ctx, const source_t *s)
+{
+    plan_geom_t g;
+
+    if (!s->pair.writes) {
+        return 0;
+    }
+    receiver_geom(ctx, s, &g);
+    switch (s->msgs ? PLAN_UNPACK : cstage_mode(ctx, plan_mode(&g))) {
+    case PLAN_UNPACK:
+    case PLAN_STAGED:
+        return g.pair_page_bytes;
+    default:
+        return 0;
+    }
+}
+
+/* Bytes a writer sends this rank in data messages over the whole room. */
+uint64_t receiver_msg_bytes(const kvx_ctx_t *ctx, const room_t *room, const source_t *s)
+{
+    return (uint64_t)room->npages * receiver_msg_page_bytes(ctx, s) * ctx->my.kv.layers *
+           ctx->my.comps;
+}
+
+/* Does a writer of data messages owe this room its aux row? */
+int receiver_owes_aux(const room_t *room, const source_t *s)
+{
+    return s->msgs && s->pair.aux_writer && room->aux_slot >= 0;
+}
+
+/* Every byte the source sends to be unpacked here was unpacked. */
+static int receiver_unpacked_all(kvx_ctx_t *ctx, const room_t *room, const source_t *s)
+{
+    return s->unpacked == receiver_msg_bytes(ctx, room, s) &&
+           (!receiver_owes_aux(room, s) || s->aux_in);
+}
+
 /* DONE may overtake the writer's data messages (unpack.c): the writer is
  * complete when both are in, and what landed is what it sent (KVX_VERIFY). */
 void receiver_source_complete(kvx_ctx_t *ctx, room_t *room, source_t *s)
 {
-    if (!s->done || s->complete || room_terminal(room) || !unpack_source_done(ctx, room, s)) {
+    if (!s->done || s->complete || room_terminal(room) || !receiver_unpacked_all(ctx, room, s)) {
         return;
     }
     if (!receiver_verify(ctx, room, s)) {
@@ -470,3 +515,51 @@ void receiver_on_msg(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
         break;
     }
 }
+
+/* ---- the decode side of the room table (room_side_t, room.h) ---- */
+
+static void receiver_notify_fail(kvx_ctx_t *ctx, room_t *room, uint64_t at)
+{
+    for (unsigned s = 0; s < room->nsources; s++) {
+        room_send_fail(ctx, room, room->sources[s].peer, room->nonce, at);
+    }
+}
+
+static void receiver_side_fail(kvx_ctx_t *ctx, room_t *room)
+{
+    if (room->user_open) {
+        receiver_on_fail(ctx, room);
+    }
+}
+
+static void receiver_side_free(kvx_ctx_t *ctx, room_t *room)
+{
+    (void)ctx;
+    for (unsigned i = 0; room->sources != NULL && i < room->nsources; i++) {
+        free(room->sources[i].digests);
+    }
+    free(room->sources);
+    room->sources = NULL;
+}
+
+static int receiver_side_delivered(const room_t *room)
+{
+    (void)room;
+    return 0; /* the decode's deadlines hold until it concludes */
+}
+
+static const char *receiver_waiting_for(const kvx_ctx_t *ctx, const room_t *room, char *buf,
+                                        size_t len)
+{
+    (void)ctx, (void)room, (void)buf, (void)len;
+    return "every writer to complete";
+}
+
+const room_side_t receiver_side = {
+    .notify_fail = receiver_notify_fail,
+    .on_fail = receiver_side_fail,
+    .on_tick = receiver_tick,
+    .on_free = receiver_side_free,
+    .delivered = receiver_side_delivered,
+    .waiting_for = receiver_waiting_for,
+};

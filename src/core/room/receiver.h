@@ -46,4 +46,16 @@ int receiver_verify_mode(const kvx_ctx_t *ctx);
 /* A failed room's pages are released once nothing can write into them. */
 void receiver_update_pages(kvx_ctx_t *ctx, room_t *room);
 
+/* The pair geometry of source s (writer first). */
+void receiver_geom(const kvx_ctx_t *ctx, const source_t *s, plan_geom_t *g);
+/* Bytes of one page s sends this rank in data messages; 0 when it sends
+ * none (it puts). */
+size_t receiver_msg_page_bytes(const kvx_ctx_t *ctx, const source_t *s);
+/* Bytes s sends this rank in data messages over the whole room. */
+uint64_t receiver_msg_bytes(const kvx_ctx_t *ctx, const room_t *room, const source_t *s);
+/* Does s, a writer of data messages, owe the room its aux row? */
+int receiver_owes_aux(const room_t *room, const source_t *s);
+/* The decode side of the room table (room_sides(), setup). */
+extern const room_side_t receiver_side;
+
 #endif

@@ -11,10 +11,7 @@
 #include "core/ctx/stats.h"
 #include "core/link/peer.h"
 #include "core/room/fault.h"
-#include "core/room/receiver.h"
 #include "core/room/room.h"
-#include "core/room/room_stats.h"
-#include "core/room/sender.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -78,13 +75,14 @@ void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state)
         return;
     }
     kvx_rdebug(room->id, "%s -> %s", kvx_room_state_name(room->state), kvx_room_state_name(state));
-    stats_room_state(ctx, room, state);
+    if (room->user_open && state == KVX_ROOM_SUCCESS && room->state == KVX_ROOM_TRANSFERRING) {
+        stats_hist_add(&ctx->stats->c.transfer_seconds, kvx_ns_to_s(room_age(room, kvx_now_ns())));
+    }
     room->state = state;
     room->entered = kvx_now_ns();
 }
 
-static void room_send_fail(kvx_ctx_t *ctx, room_t *room, peer_t *peer, uint64_t nonce,
-                           uint64_t not_before)
+void room_send_fail(kvx_ctx_t *ctx, room_t *room, peer_t *peer, uint64_t nonce, uint64_t not_before)
 {
     size_t len;
     void *m = msg_new_fail(ctx->rank, room->id, nonce, &room->failure, &len);
@@ -111,12 +109,7 @@ static void room_notify(kvx_ctx_t *ctx, room_t *room)
     default:
         break;
     }
-    for (unsigned t = 0; t < room->ntargets; t++) {
-        room_send_fail(ctx, room, room->targets[t].peer, room->targets[t].nonce, at);
-    }
-    for (unsigned s = 0; s < room->nsources; s++) {
-        room_send_fail(ctx, room, room->sources[s].peer, room->nonce, at);
-    }
+    ctx->room_side[room->side]->notify_fail(ctx, room, at);
 }
 
 /* A room nobody opened here has no targets yet: the decode ranks whose
@@ -162,11 +155,7 @@ void room_fail(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *f, int notify)
             room_notify_early(ctx, room);
         }
     }
-    if (room->side == KVX_ROLE_PREFILL) {
-        sender_drain(ctx, room);
-    } else if (room->user_open) {
-        receiver_on_fail(ctx, room);
-    }
+    ctx->room_side[room->side]->on_fail(ctx, room);
 }
 
 void room_agree_with(kvx_ctx_t *ctx, const room_agree_ops_t *ops)
@@ -174,10 +163,16 @@ void room_agree_with(kvx_ctx_t *ctx, const room_agree_ops_t *ops)
     ctx->room_agree = ops;
 }
 
+void room_sides(kvx_ctx_t *ctx, const room_side_t *prefill, const room_side_t *decode)
+{
+    ctx->room_side[KVX_ROLE_PREFILL] = prefill;
+    ctx->room_side[KVX_ROLE_DECODE] = decode;
+}
+
 void room_free(kvx_ctx_t *ctx, room_t *room)
 {
     ctx->room_agree->forget(ctx, room);
-    sender_bury(ctx, room);
+    ctx->room_side[room->side]->on_free(ctx, room);
     /* A closed room may have been moved aside for a new room with its id. */
     if (hmap_get(&ctx->rooms, room->id) == room) {
         room_t *next;
@@ -193,16 +188,6 @@ void room_free(kvx_ctx_t *ctx, room_t *room)
             room->early = NULL;
         }
     }
-    for (unsigned t = 0; t < room->ntargets; t++) {
-        free(room->targets[t].dst);
-        free(room->targets[t].runs);
-        free(room->targets[t].aux_row);
-    }
-    free(room->targets);
-    for (unsigned i = 0; room->sources != NULL && i < room->nsources; i++) {
-        free(room->sources[i].digests);
-    }
-    free(room->sources);
     free(room->pages);
     if (room->nready < room->nhov) {
         ctx->ngated--; /* freed with hand-overs waiting for their events */
@@ -309,13 +294,7 @@ static void room_expire(kvx_ctx_t *ctx, room_t *room, uint64_t now)
                                                     : "the application's first chunk";
         break;
     default:
-        waiting_for =
-            room->side == KVX_ROLE_DECODE ? "every writer to complete" : "the puts to complete";
-        if (room->side == KVX_ROLE_PREFILL && room->nlp < room->nlp_all) {
-            waiting_for = sender_missing(ctx, room, missing, sizeof(missing));
-        } else if (room->side == KVX_ROLE_PREFILL && room->nready < room->nhov) {
-            waiting_for = sender_gated(room, missing, sizeof(missing));
-        }
+        waiting_for = ctx->room_side[room->side]->waiting_for(ctx, room, missing, sizeof(missing));
         break;
     }
     failure_set_room(&f, room->id, KVX_ERR_TIMEOUT, room_stage(room), NULL,
@@ -354,16 +333,35 @@ void room_tick(kvx_ctx_t *ctx, uint64_t now)
         /* A prefill room whose pages were all delivered waits for the decode's
          * receipt without a deadline: the decode's own deadline covers it. */
         if (timeout != 0 && !room_terminal(room) && room_age(room, now) > timeout &&
-            !sender_delivered(room)) {
+            !ctx->room_side[room->side]->delivered(room)) {
             room_expire(ctx, room, now);
         }
-        if (room->side == KVX_ROLE_PREFILL) {
-            sender_tick(ctx, room, now);
-            sender_conclude_broken(ctx, room);
-        } else {
-            receiver_tick(ctx, room, now);
+        ctx->room_side[room->side]->on_tick(ctx, room, now);
+    }
+}
+
+void room_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
+{
+    uint64_t oldest = 0;
+
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        const room_t *room = ctx->rooms.slots[i].value;
+        uint64_t age;
+
+        if (room == NULL || !room->user_open || room->closed || room_terminal(room)) {
+            continue;
+        }
+        age = room_age(room, now);
+        if (age > ctx->cfg.health_stall) {
+            h->rooms_stalled++;
+            if (age > oldest) {
+                oldest = age;
+                h->stalled_room = room->id;
+            }
         }
     }
+    h->stalled_seconds = kvx_ns_to_s(oldest);
+    h->reasons |= h->rooms_stalled > 0 ? KVX_HEALTH_ROOMS_STALLED : 0;
 }
 
 /* The table is made on the first grant: a prefill rank never needs it. */

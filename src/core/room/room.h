@@ -103,6 +103,38 @@ typedef struct room_agree_ops {
 } room_agree_ops_t;
 void room_agree_with(kvx_ctx_t *ctx, const room_agree_ops_t *ops);
 
+/* What a room's side machine does when the room table's code reaches it:
+ * the prefill's (room/sender.c, sender_side) and the decode's
+ * (room/receiver.c, receiver_side), given to room_sides() when a context
+ * is made and called synchronously, where room.c called them by name. */
+typedef struct room_side {
+    /* Tells each peer of the room on the other side why it failed (a FAIL
+     * each, room_send_fail(), not before at). */
+    void (*notify_fail)(kvx_ctx_t *ctx, room_t *room, uint64_t at);
+    /* The room failed (its failure recorded and told): the prefill stops
+     * posting and drains its targets; an opened decode room drains its
+     * pages, or releases them. */
+    void (*on_fail)(kvx_ctx_t *ctx, room_t *room);
+    /* Every tick, after the room's deadline was checked: injected holds,
+     * drain deadlines, a broken prefill instance's conclusion. */
+    void (*on_tick)(kvx_ctx_t *ctx, room_t *room, uint64_t now);
+    /* The room is being freed: the side's incarnations become dead, its
+     * targets or sources go. */
+    void (*on_free)(kvx_ctx_t *ctx, room_t *room);
+    /* Every page was delivered: the room's state has no deadline here (the
+     * other side's covers it). */
+    int (*delivered)(const room_t *room);
+    /* What a TRANSFERRING room waits for, for the deadline's reason (in buf
+     * when it is built). */
+    const char *(*waiting_for)(const kvx_ctx_t *ctx, const room_t *room, char *buf, size_t len);
+} room_side_t;
+void room_sides(kvx_ctx_t *ctx, const room_side_t *prefill, const room_side_t *decode);
+struct peer;
+/* Sends peer a FAIL with the room's failure about incarnation nonce, not
+ * before not_before (0: now). */
+void room_send_fail(kvx_ctx_t *ctx, room_t *room, struct peer *peer, uint64_t nonce,
+                    uint64_t not_before);
+
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
 kvx_status_t room_new(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int peer_instance,
                       room_t **room_p);
@@ -133,6 +165,9 @@ int room_may_free(const kvx_ctx_t *ctx, const room_t *room);
 /* Frees the room if room_may_free() says so. */
 void room_release(kvx_ctx_t *ctx, room_t *room);
 void room_tick(kvx_ctx_t *ctx, uint64_t now);
+/* The health's walk of the room table: rooms in one state longer than
+ * KVX_HEALTH_STALL (a probe, stats_add_health()). */
+void room_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h);
 void room_free(kvx_ctx_t *ctx, room_t *room);
 /* Decode: checks a grant's pages (in the pool, distinct, held by no open
  * room and not quarantined) and its aux slot (-1: none; held by no open

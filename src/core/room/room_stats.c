@@ -1,6 +1,7 @@
 /*
- * room_stats.c - the counters a room's events move, and the health's walk of
- * the room table (room_stats.h).
+ * room_stats.c - the counters a room's events move (room_stats.h); the
+ * transfer time is counted where the state changes (room_set_state()), the
+ * health's walk of the room table is room_health() (room.c).
  */
 #include "config.h"
 
@@ -13,13 +14,6 @@
 void stats_room_opened(kvx_ctx_t *ctx, const room_t *room)
 {
     ctx->stats->c.rooms_opened++;
-}
-
-void stats_room_state(kvx_ctx_t *ctx, const room_t *room, kvx_room_state_t state)
-{
-    if (room->user_open && state == KVX_ROOM_SUCCESS && room->state == KVX_ROOM_TRANSFERRING) {
-        stats_hist_add(&ctx->stats->c.transfer_seconds, kvx_ns_to_s(room_age(room, kvx_now_ns())));
-    }
 }
 
 /* Counts a room's outcome and, for FAILED, its root cause. */
@@ -78,28 +72,4 @@ void stats_pages_released(kvx_ctx_t *ctx, const room_t *room)
     if (room->user_open) {
         ctx->stats->c.pages_released += room->npages;
     }
-}
-
-void room_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
-{
-    uint64_t oldest = 0;
-
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        const room_t *room = ctx->rooms.slots[i].value;
-        uint64_t age;
-
-        if (room == NULL || !room->user_open || room->closed || room_terminal(room)) {
-            continue;
-        }
-        age = room_age(room, now);
-        if (age > ctx->cfg.health_stall) {
-            h->rooms_stalled++;
-            if (age > oldest) {
-                oldest = age;
-                h->stalled_room = room->id;
-            }
-        }
-    }
-    h->stalled_seconds = kvx_ns_to_s(oldest);
-    h->reasons |= h->rooms_stalled > 0 ? KVX_HEALTH_ROOMS_STALLED : 0;
 }

@@ -15,16 +15,11 @@
 #include <stdint.h>
 
 void stats_room_opened(kvx_ctx_t *ctx, const room_t *room);
-/* Before the room enters state (room_set_state()). */
-void stats_room_state(kvx_ctx_t *ctx, const room_t *room, kvx_room_state_t state);
 /* The room's agreed flag turned on: its outcome counts. */
 void stats_room_concluded(kvx_ctx_t *ctx, const room_t *room);
 /* kvx_room_close() closes the room, answering status. */
 void stats_room_closed(kvx_ctx_t *ctx, const room_t *room, kvx_status_t status);
 void stats_pages_quarantined(kvx_ctx_t *ctx, const room_t *room);
 void stats_pages_released(kvx_ctx_t *ctx, const room_t *room);
-/* The health's walk of the room table: rooms in one state longer than
- * KVX_HEALTH_STALL (a probe, stats_add_health()). */
-void room_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h);
 
 #endif

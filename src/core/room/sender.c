@@ -1183,3 +1183,51 @@ const xfer_ops_t room_xfer_ops = {
     .scattered = unpack_scattered,
     .scatter_failed = unpack_scatter_failed,
 };
+
+/* ---- the prefill side of the room table (room_side_t, room.h) ---- */
+
+static void sender_notify_fail(kvx_ctx_t *ctx, room_t *room, uint64_t at)
+{
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        room_send_fail(ctx, room, room->targets[t].peer, room->targets[t].nonce, at);
+    }
+}
+
+static void sender_side_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
+{
+    sender_tick(ctx, room, now);
+    sender_conclude_broken(ctx, room);
+}
+
+static void sender_side_free(kvx_ctx_t *ctx, room_t *room)
+{
+    sender_bury(ctx, room);
+    for (unsigned t = 0; t < room->ntargets; t++) {
+        free(room->targets[t].dst);
+        free(room->targets[t].runs);
+        free(room->targets[t].aux_row);
+    }
+    free(room->targets);
+    room->targets = NULL;
+}
+
+static const char *sender_waiting_for(const kvx_ctx_t *ctx, const room_t *room, char *buf,
+                                      size_t len)
+{
+    if (room->nlp < room->nlp_all) {
+        return sender_missing(ctx, room, buf, len);
+    }
+    if (room->nready < room->nhov) {
+        return sender_gated(room, buf, len);
+    }
+    return "the puts to complete";
+}
+
+const room_side_t sender_side = {
+    .notify_fail = sender_notify_fail,
+    .on_fail = sender_drain,
+    .on_tick = sender_side_tick,
+    .on_free = sender_side_free,
+    .delivered = sender_delivered,
+    .waiting_for = sender_waiting_for,
+};

@@ -84,6 +84,8 @@ unsigned sender_pump_peers(kvx_ctx_t *ctx);
 /* What the xfer floor calls in the room floor (xfer_attach(), setup): the
  * target's ops are these below, the scatter ops room/unpack.c's. */
 extern const xfer_ops_t room_xfer_ops;
+/* The prefill side of the room table (room_sides(), setup). */
+extern const room_side_t sender_side;
 /* The target's side of the transfer ops: */
 void sender_pump(kvx_ctx_t *ctx, target_t *t);
 int sender_next_batch(target_t *t);

@@ -47,47 +47,6 @@ typedef struct landing {
     unsigned char hdr[MSG_DATA_LEN];
 } landing_t;
 
-static void unpack_geom(const kvx_ctx_t *ctx, const source_t *s, plan_geom_t *g)
-{
-    plan_geom_init(g, s->peer->kvl, s->peer->num_pages, &ctx->my, ctx->num_pages, &s->pair);
-}
-
-/* Bytes of one page a writer sends this rank in data messages; 0 when it
- * does not send any (it puts). */
-static size_t unpack_page_bytes(const kvx_ctx_t *ctx, const source_t *s)
-{
-    plan_geom_t g;
-
-    if (!s->pair.writes) {
-        return 0;
-    }
-    unpack_geom(ctx, s, &g);
-    switch (s->msgs ? PLAN_UNPACK : cstage_mode(ctx, plan_mode(&g))) {
-    case PLAN_UNPACK:
-    case PLAN_STAGED:
-        return g.pair_page_bytes;
-    default:
-        return 0;
-    }
-}
-
-/* Bytes a writer sends this rank in data messages over the whole room. */
-static uint64_t unpack_expected(const kvx_ctx_t *ctx, const room_t *room, const source_t *s)
-{
-    return (uint64_t)room->npages * unpack_page_bytes(ctx, s) * ctx->my.kv.layers * ctx->my.comps;
-}
-
-/* Does a writer of data messages owe this room its aux row? */
-static int unpack_owes_aux(const room_t *room, const source_t *s)
-{
-    return s->msgs && s->pair.aux_writer && room->aux_slot >= 0;
-}
-
-int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s)
-{
-    return s->unpacked == unpack_expected(ctx, room, s) && (!unpack_owes_aux(room, s) || s->aux_in);
-}
-
 /* Fails the room with f, at transfer (a failure from this file or the copy
  * engine). */
 static void unpack_fail_with(kvx_ctx_t *ctx, room_t *room, kvx_failure_t *f)
@@ -118,14 +77,14 @@ static void unpack_dest(const kvx_ctx_t *ctx, const room_t *room, const source_t
                         const msg_data_t *d, cstage_dest_t *to)
 {
     to->pages = room->pages + d->pos;
-    unpack_geom(ctx, s, &to->geom);
+    receiver_geom(ctx, s, &to->geom);
     to->writer = s->peer->name;
 }
 
 /* Checks an aux row message of len bytes from s. */
 static int unpack_check_aux(kvx_ctx_t *ctx, room_t *room, const source_t *s, size_t len)
 {
-    if (!unpack_owes_aux(room, s) || s->aux_in) {
+    if (!receiver_owes_aux(room, s) || s->aux_in) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
                     "%s sent %s aux row, but it owes this room none (aux slot %lld)", s->peer->name,
                     s->aux_in ? "a second" : "an", (long long)room->aux_slot);
@@ -145,7 +104,7 @@ static int unpack_check_aux(kvx_ctx_t *ctx, room_t *room, const source_t *s, siz
 static int unpack_check_data(kvx_ctx_t *ctx, room_t *room, const source_t *s, const msg_data_t *d,
                              size_t len)
 {
-    size_t page_bytes = unpack_page_bytes(ctx, s);
+    size_t page_bytes = receiver_msg_page_bytes(ctx, s);
 
     if (page_bytes == 0) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
@@ -159,7 +118,7 @@ static int unpack_check_data(kvx_ctx_t *ctx, room_t *room, const source_t *s, co
                     s->peer->name, d->pos, d->npages, room->npages);
         return 0;
     }
-    if (len != page_bytes * d->npages || s->unpacked + len > unpack_expected(ctx, room, s)) {
+    if (len != page_bytes * d->npages || s->unpacked + len > receiver_msg_bytes(ctx, room, s)) {
         unpack_fail(ctx, room, KVX_ERR_PROTOCOL, NULL,
                     "%s sent DATA of %zu bytes for pages [%u, +%u): not what its heads hold",
                     s->peer->name, len, d->pos, d->npages);
@@ -220,7 +179,7 @@ static void unpack_data(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_dat
     plan_geom_t g;
     plan_iter_t it;
 
-    unpack_geom(ctx, s, &g);
+    receiver_geom(ctx, s, &g);
     plan_iter_init(&it, &g, &run);
     while (plan_iter_next(&it, &so, &doff, &n) && at + n <= len) {
         memcpy(pool + doff, data + at, n);

@@ -15,8 +15,6 @@
 
 ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, void *data,
                           size_t length, const ucp_am_recv_param_t *param);
-/* Every byte the source sends to be unpacked here was unpacked. */
-int unpack_source_done(kvx_ctx_t *ctx, const room_t *room, const source_t *s);
 /* A staged data message's copies into the pool completed: its bytes count
  * (unless its room failed or closed meanwhile), the slot is released, and a
  * failed room's pages may go (the scattered op of room_xfer_ops). */

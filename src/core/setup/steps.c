@@ -13,6 +13,7 @@
 #include "core/room/fault.h"
 #include "core/room/outcome.h"
 #include "core/room/protocol.h"
+#include "core/room/receiver.h"
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
 #include "core/room/sender.h"
@@ -408,6 +409,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     peer_listen(ctx, peer_fail_rooms, agree_rounds);
     room_agree_with(ctx, &agree_room_ops);
     xfer_attach(ctx, &room_xfer_ops);
+    room_sides(ctx, &sender_side, &receiver_side);
     stats_add_health(ctx, peer_health);
     stats_add_health(ctx, room_health);
     status = ctx_init_world(ctx, world, &why);
