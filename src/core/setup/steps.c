@@ -221,6 +221,21 @@ static void ctx_free(kvx_ctx_t *ctx)
     ctx_bury(ctx);
 }
 
+/* What creation built below the rooms, in the order it goes: the endpoints,
+ * keys and landings (bootstrap), the copy engine and staging area, the
+ * read-back of a CUDA pool, the pool, the UCX context. The one list, for
+ * destroy and for a creation that failed part way (each step frees only
+ * what was made). */
+static void ctx_teardown(kvx_ctx_t *ctx)
+{
+    bootstrap_cleanup(ctx);
+    cstage_cleanup(ctx);
+    verify_dev_destroy(ctx->vdev);
+    ctx->vdev = NULL;
+    pool_cleanup(ctx);
+    kucx_ctx_cleanup(&ctx->ucx);
+}
+
 static kvx_status_t ctx_init_world(kvx_ctx_t *ctx, MPI_Comm world, kvx_failure_t *why)
 {
     int initialized = 0, finalized = 0, inter = 0;
@@ -421,10 +436,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
 
         kvx_failure_format(&why, line, sizeof(line));
         kvx_error("kvx_ctx_create failed: %s", line);
-        bootstrap_cleanup(ctx);
-        cstage_cleanup(ctx);
-        pool_cleanup(ctx);
-        kucx_ctx_cleanup(&ctx->ucx);
+        ctx_teardown(ctx);
         ctx_unregister(ctx);
         ctx_free(ctx);
         ident_set_role(KVX_ROLE_NONE, -1, -1, 0);
@@ -612,11 +624,7 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
             room_free(ctx, ctx->rooms.slots[i].value);
         }
     }
-    bootstrap_cleanup(ctx);
-    cstage_cleanup(ctx);
-    verify_dev_destroy(ctx->vdev);
-    pool_cleanup(ctx);
-    kucx_ctx_cleanup(&ctx->ucx);
+    ctx_teardown(ctx);
     ctx_free(ctx);
     return KVX_OK;
 }
