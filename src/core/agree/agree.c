@@ -293,14 +293,14 @@ static int agree_cmp_room(const void *a, const void *b)
 /* Rooms this rank holds that have no slot yet, sorted by id. */
 static kvx_status_t agree_collect_fresh(kvx_ctx_t *ctx, struct kvx_agree *a)
 {
+    room_t *room;
+
     a->fresh = malloc((ctx->rooms.count + 1) * sizeof(room_t *));
     if (a->fresh == NULL) {
         return KVX_ERR_NO_MEMORY;
     }
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
-
-        if (room != NULL && room->user_open && room->slot < 0 && !room->agreed &&
+    for (size_t pos = 0; (room = room_next(ctx, &pos)) != NULL;) {
+        if (room->user_open && room->slot < 0 && !room->agreed &&
             (!room->closed || room_agree_pending(ctx, room))) {
             a->fresh[a->nfresh++] = room;
         }
@@ -312,12 +312,11 @@ static kvx_status_t agree_collect_fresh(kvx_ctx_t *ctx, struct kvx_agree *a)
 /* Injected failures at the agree stage happen before the state is sampled. */
 static void agree_faults(kvx_ctx_t *ctx)
 {
+    room_t *room;
     fault_action_t act;
 
-    for (size_t i = 0; ctx->faults != NULL && i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
-
-        if (room != NULL && room->user_open && !room_terminal(room) && !sender_delivered(room) &&
+    for (size_t pos = 0; ctx->faults != NULL && (room = room_next(ctx, &pos)) != NULL;) {
+        if (room->user_open && !room_terminal(room) && !sender_delivered(room) &&
             fault_at(ctx, KVX_STAGE_AGREE, room->id, &room->fault_seen, &act) == FAULT_FAIL) {
             room_fail(ctx, room, &act.failure, 1);
         }
@@ -937,18 +936,7 @@ static kvx_status_t agree_apply(kvx_ctx_t *ctx, struct kvx_agree *a)
  * Returns how many. */
 static size_t agree_sweep(kvx_ctx_t *ctx)
 {
-    size_t freed = 0;
-
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
-
-        while (room != NULL && room_may_free(ctx, room)) {
-            room_free(ctx, room);
-            room = ctx->rooms.slots[i].value;
-            freed++;
-        }
-    }
-    return freed;
+    return room_sweep(ctx);
 }
 
 static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)

@@ -51,6 +51,7 @@ static void peer_break_instance(kvx_ctx_t *ctx, room_t *room, const kvx_failure_
 
 void peer_break_tp(kvx_ctx_t *ctx, const kvx_failure_t *f, int tell)
 {
+    room_t *room;
     char line[512];
 
     if (ctx->tp_broken) {
@@ -61,15 +62,12 @@ void peer_break_tp(kvx_ctx_t *ctx, const kvx_failure_t *f, int tell)
     __atomic_store_n(&ctx->tp_broken, 1, __ATOMIC_RELAXED);
     kvx_failure_format(&ctx->tp_break, line, sizeof(line));
     kvx_error("%s", line);
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
+    for (size_t pos = 0; (room = room_next(ctx, &pos)) != NULL;) {
         kvx_failure_t rf = ctx->tp_break;
 
-        if (room != NULL) {
-            rf.room_id = room->id;
-            rf.has_room = 1;
-            peer_break_instance(ctx, room, &rf);
-        }
+        rf.room_id = room->id;
+        rf.has_room = 1;
+        peer_break_instance(ctx, room, &rf);
     }
     for (int i = 0; i < ctx->npeers && tell; i++) {
         peer_t *peer = &ctx->peers[i];
@@ -175,11 +173,11 @@ static int peer_owes(const room_t *room, const peer_t *peer)
  * room is done may leave before the room ends. */
 void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
 {
-    peer->bye = 1;
-    for (size_t i = 0; peer->role != ctx->role && i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
+    room_t *room;
 
-        if (room != NULL && room->user_open && peer_owes(room, peer)) {
+    peer->bye = 1;
+    for (size_t pos = 0; peer->role != ctx->role && (room = room_next(ctx, &pos)) != NULL;) {
+        if (room->user_open && peer_owes(room, peer)) {
             peer_fail_if_gone(ctx, room, peer);
         }
     }
@@ -188,13 +186,11 @@ void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
 /* Fails every room that involves a lost peer. */
 void peer_fail_rooms(kvx_ctx_t *ctx, peer_t *peer, const char *how)
 {
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
+    room_t *room;
+
+    for (size_t pos = 0; (room = room_next(ctx, &pos)) != NULL;) {
         kvx_failure_t f;
 
-        if (room == NULL) {
-            continue;
-        }
         if (peer->role == ctx->role) {
             failure_set_room(&f, room->id, KVX_ERR_PEER_LOST, room_stage(room), NULL,
                              "peer %s lost: %s", peer->name, how);

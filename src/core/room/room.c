@@ -250,6 +250,45 @@ int room_may_free(const kvx_ctx_t *ctx, const room_t *room)
            !room_answers_grants(ctx, room) && !room_agree_pending(ctx, room);
 }
 
+room_t *room_next(const kvx_ctx_t *ctx, size_t *pos)
+{
+    while (*pos < ctx->rooms.capacity) {
+        room_t *room = ctx->rooms.slots[(*pos)++].value;
+
+        if (room != NULL) {
+            return room;
+        }
+    }
+    return NULL;
+}
+
+size_t room_sweep(kvx_ctx_t *ctx)
+{
+    size_t freed = 0;
+
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        room_t *room = ctx->rooms.slots[i].value;
+
+        /* Freeing shifts a later entry into slot i: look at it again. */
+        while (room != NULL && room_may_free(ctx, room)) {
+            room_free(ctx, room);
+            room = ctx->rooms.slots[i].value;
+            freed++;
+        }
+    }
+    return freed;
+}
+
+void room_free_all(kvx_ctx_t *ctx)
+{
+    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
+        /* Freeing shifts later entries into slot i: look at it again. */
+        while (ctx->rooms.slots[i].value != NULL) {
+            room_free(ctx, ctx->rooms.slots[i].value);
+        }
+    }
+}
+
 void room_release(kvx_ctx_t *ctx, room_t *room)
 {
     if (room_may_free(ctx, room)) {

@@ -136,6 +136,17 @@ void room_send_fail(kvx_ctx_t *ctx, room_t *room, struct peer *peer, uint64_t no
                     uint64_t not_before);
 
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
+/* Walks the room table, in table order:
+ *     size_t pos = 0;
+ *     while ((room = room_next(ctx, &pos)) != NULL) ...
+ * The body may fail rooms; only room_sweep(), room_tick() and
+ * room_free_all() free rooms while they walk. */
+room_t *room_next(const kvx_ctx_t *ctx, size_t *pos);
+/* Frees every room that room_may_free() lets go (the end of a round);
+ * returns how many. */
+size_t room_sweep(kvx_ctx_t *ctx);
+/* Frees every room (destroy, once the workers are gone). */
+void room_free_all(kvx_ctx_t *ctx);
 kvx_status_t room_new(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int peer_instance,
                       room_t **room_p);
 void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state);

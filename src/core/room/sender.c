@@ -998,15 +998,14 @@ static int sender_room_events(kvx_ctx_t *ctx, room_t *room)
 
 unsigned sender_poll_events(kvx_ctx_t *ctx)
 {
+    room_t *room;
     unsigned busy = 0;
 
     if (ctx->ngated == 0) {
         return 0;
     }
-    for (size_t i = 0; i < ctx->rooms.capacity && ctx->ngated > 0; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
-
-        if (room == NULL || room->side != KVX_ROLE_PREFILL || room->nready == room->nhov) {
+    for (size_t pos = 0; ctx->ngated > 0 && (room = room_next(ctx, &pos)) != NULL;) {
+        if (room->side != KVX_ROLE_PREFILL || room->nready == room->nhov) {
             continue;
         }
         if (sender_room_events(ctx, room)) {

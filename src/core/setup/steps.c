@@ -547,17 +547,17 @@ static void ctx_say_unreached(kvx_ctx_t *ctx, const ctx_bye_t *byes, int waiting
 
 static ctx_bye_t *ctx_quiesce(kvx_ctx_t *ctx)
 {
+    room_t *room;
     uint64_t deadline = kvx_now_ns() + ctx->cfg.shutdown_timeout;
     ctx_bye_t *byes = calloc((size_t)ctx->npeers + 1, sizeof(*byes));
     int waiting = 1;
 
     pthread_mutex_lock(&ctx->lock);
     ctx->stopping = 1;
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        room_t *room = ctx->rooms.slots[i].value;
+    for (size_t pos = 0; (room = room_next(ctx, &pos)) != NULL;) {
         kvx_failure_t f;
 
-        if (room != NULL && room->state != KVX_ROOM_FAILED && room->state != KVX_ROOM_SUCCESS) {
+        if (room->state != KVX_ROOM_FAILED && room->state != KVX_ROOM_SUCCESS) {
             failure_set_room(&f, room->id, KVX_ERR_SHUTDOWN, KVX_STAGE_SHUTDOWN, NULL,
                              "the context was destroyed while the room was in flight");
             room_fail(ctx, room, &f, 1);
@@ -618,12 +618,7 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
         free(m->buf);
         free(m);
     }
-    for (size_t i = 0; i < ctx->rooms.capacity; i++) {
-        /* Freeing shifts later entries into slot i: look at it again. */
-        while (ctx->rooms.slots[i].value != NULL) {
-            room_free(ctx, ctx->rooms.slots[i].value);
-        }
-    }
+    room_free_all(ctx);
     ctx_teardown(ctx);
     ctx_free(ctx);
     return KVX_OK;
