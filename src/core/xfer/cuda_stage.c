@@ -591,7 +591,7 @@ kvx_status_t cstage_scatter(kvx_ctx_t *ctx, const cstage_dest_t *to, const msg_d
         *why = ctx->cstage.broken_why;
         staging_release(&ctx->staging, slot);
         ctx->pack_kick = 1;
-        return why->status;
+        return why->status != KVX_OK ? why->status : KVX_ERR_INTERNAL; /* never OK: broken */
     }
     status = cstage_scatter_copies(ctx, to, d, staging_at(&ctx->staging, slot), slot->len, why);
 
@@ -608,7 +608,7 @@ kvx_status_t cstage_scatter_now(kvx_ctx_t *ctx, const cstage_dest_t *to, const m
 
     if (ctx->cstage.broken) {
         *why = ctx->cstage.broken_why;
-        return why->status;
+        return why->status != KVX_OK ? why->status : KVX_ERR_INTERNAL; /* never OK: broken */
     }
     status = cstage_scatter_copies(ctx, to, d, data, len, &f);
     waited = cstage_fence(ctx, &ticket, &g);
