@@ -61,16 +61,64 @@ fake_msg_t *fake_take(const struct kvx_ctx *to)
 void fake_msg_free(fake_msg_t *m)
 {
     if (m != NULL) {
+        free(m->hdr);
         free(m->buf);
         free(m);
     }
+}
+
+static void *fake_copy(const void *buf, size_t len)
+{
+    void *p = malloc(len > 0 ? len : 1);
+
+    if (p == NULL) {
+        abort();
+    }
+    memcpy(p, buf, len);
+    return p;
+}
+
+/* Queues a message to the context the endpoint leads to (oldest first). */
+static fake_msg_t *fake_queue(ucp_ep_h ep, const void *hdr, size_t hlen, const void *buf,
+                              size_t len)
+{
+    fake_msg_t *m = calloc(1, sizeof(*m)), **tail;
+
+    if (m == NULL) {
+        abort();
+    }
+    m->buf = fake_copy(buf, len);
+    m->len = len;
+    if (hdr != NULL) {
+        m->hdr = fake_copy(hdr, hlen);
+        m->hlen = hlen;
+    }
+    m->to = ((fake_ep_t *)(void *)ep)->to;
+    for (tail = &fake_ucx.msgs; *tail != NULL; tail = &(*tail)->next) {
+    }
+    *tail = m;
+    return m;
+}
+
+fake_msg_t *fake_msg_dup(const fake_msg_t *m)
+{
+    fake_msg_t *c = calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        abort();
+    }
+    *c = *m;
+    c->next = NULL;
+    c->buf = fake_copy(m->buf, m->len);
+    c->hdr = m->hdr != NULL ? fake_copy(m->hdr, m->hlen) : NULL;
+    return c;
 }
 
 int fake_msg_type(const fake_msg_t *m)
 {
     msg_hdr_t h;
 
-    memcpy(&h, m->buf, sizeof(h));
+    memcpy(&h, m->hdr != NULL ? m->hdr : m->buf, sizeof(h));
     return h.type;
 }
 
@@ -160,17 +208,7 @@ kvx_status_t kucx_flush(ucp_ep_h ep, kucx_done_cb_t cb, void *user, ucs_status_t
 kvx_status_t kucx_am_send(ucp_ep_h ep, unsigned id, const void *buf, size_t len, kucx_done_cb_t cb,
                           void *user, ucs_status_t *ucs_p)
 {
-    fake_msg_t *m = calloc(1, sizeof(*m)), **tail;
-
-    if (m == NULL || (m->buf = malloc(len)) == NULL) {
-        abort();
-    }
-    memcpy(m->buf, buf, len);
-    m->len = len;
-    m->to = ((fake_ep_t *)(void *)ep)->to;
-    for (tail = &fake_ucx.msgs; *tail != NULL; tail = &(*tail)->next) {
-    }
-    *tail = m;
+    fake_queue(ep, NULL, 0, buf, len);
     fake_ucx.sent++;
     *ucs_p = UCS_OK;
     return KVX_OK; /* copied: the caller frees buf */
@@ -333,11 +371,20 @@ static kvx_status_t fake_unsupported(ucs_status_t *ucs_p)
     return KVX_ERR_UCX;
 }
 
+/* An eager data message: header and payload are copied, so it is done at
+ * once (KVX_OK, no callback), as UCX's eager sends of small messages are. */
 kvx_status_t kucx_am_send_data(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,
                                const void *buf, size_t len, ucp_mem_h memh, kucx_done_cb_t cb,
                                void *user, ucs_status_t *ucs_p)
 {
-    return fake_unsupported(ucs_p);
+    if (fake_ucx.data_mode == FAKE_REFUSE) {
+        *ucs_p = fake_ucx.refuse_ucs;
+        return kucx_status(fake_ucx.refuse_ucs);
+    }
+    fake_queue(ep, header, header_len, buf, len);
+    fake_ucx.data_sent++;
+    *ucs_p = UCS_OK;
+    return KVX_OK;
 }
 
 kvx_status_t kucx_am_send_rndv(ucp_ep_h ep, unsigned id, const void *header, size_t header_len,

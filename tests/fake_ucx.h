@@ -2,8 +2,10 @@
  * fake_ucx.h - a stand-in for src/ucx (tests/fake_ucx.c) linked into unit
  * tests of the room machines instead of the real wrapper: two contexts in
  * one process, puts that copy bytes straight into the target buffer,
- * flushes, and control messages captured in a queue that the test
- * delivers, drops, duplicates or reorders. Nothing here talks to UCX.
+ * flushes, and control messages and eager data messages (a header and
+ * its payload, as kucx_am_send_data() sends them) captured in a queue that
+ * the test delivers, drops, duplicates or reorders. Nothing here talks to
+ * UCX.
  */
 #ifndef KVX_TESTS_FAKE_UCX_H
 #define KVX_TESTS_FAKE_UCX_H
@@ -27,12 +29,15 @@ typedef struct fake_ep {
     kucx_plane_t plane;
 } fake_ep_t;
 
-/* A control message in flight. */
+/* A message in flight: a control message (buf), or a data message (its
+ * header in hdr, its payload in buf). */
 typedef struct fake_msg {
     struct fake_msg *next;
     struct kvx_ctx *to;
     void *buf;
     size_t len;
+    void *hdr; /* NULL for a control message */
+    size_t hlen;
 } fake_msg_t;
 
 /* An operation posted with KVX_INPROGRESS, waiting for fake_complete(). */
@@ -46,10 +51,11 @@ typedef struct fake_op {
 
 typedef struct fake_ucx {
     fake_mode_t put_mode, flush_mode;
+    fake_mode_t data_mode;   /* data messages: FAKE_NOW (copied, done at once) or FAKE_REFUSE */
     ucs_status_t refuse_ucs; /* why a refused put or flush was refused */
     fake_msg_t *msgs;        /* control messages sent, oldest first */
     fake_op_t *ops;          /* operations in flight, oldest first */
-    unsigned puts, flushes, sent;
+    unsigned puts, flushes, sent, data_sent;
     size_t put_bytes;
 } fake_ucx_t;
 
@@ -63,7 +69,9 @@ unsigned fake_pending(const struct kvx_ctx *to);
  * caller frees it (fake_msg_free). NULL when none. */
 fake_msg_t *fake_take(const struct kvx_ctx *to);
 void fake_msg_free(fake_msg_t *m);
-/* The type (msg_type_t) of a message. */
+/* A copy of a message (to deliver it twice). */
+fake_msg_t *fake_msg_dup(const fake_msg_t *m);
+/* The type (msg_type_t) of a message (of its header, for data). */
 int fake_msg_type(const fake_msg_t *m);
 /* Completes every operation in flight with status, in posting order
  * (callbacks run as from UCX's progress); returns how many. */

@@ -17,7 +17,9 @@
 #include "core/room/room.h"
 #include "core/room/room_stats.h"
 #include "core/room/sender.h"
+#include "core/room/unpack.h"
 #include "core/setup/pool_steps.h"
+#include "core/xfer/pack.h"
 #include "util/ident.h"
 #include "util/time.h"
 
@@ -172,6 +174,22 @@ void pair_init(pair_t *pr, const char *prefill_fault, const char *decode_fault)
     pair_fill(pr->P);
 }
 
+void pair_use_messages(pair_t *pr)
+{
+    kvx_ctx_t *sides[2] = { pr->P, pr->D };
+    kvx_failure_t why;
+
+    for (int i = 0; i < 2; i++) {
+        kvx_ctx_t *ctx = sides[i];
+
+        pthread_mutex_lock(&ctx->lock);
+        pair_as(ctx);
+        ctx->peers[0].msg_writes = 1;
+        pair_check(pack_setup(ctx, &why), &why, "pack_setup");
+        pthread_mutex_unlock(&ctx->lock);
+    }
+}
+
 static void pair_side_free(kvx_ctx_t *ctx)
 {
     ctx_unregister(ctx);
@@ -202,6 +220,7 @@ static void pair_side_free(kvx_ctx_t *ctx)
     free(ctx->kvls[KVX_ROLE_PREFILL]);
     free(ctx->kvls[KVX_ROLE_DECODE]);
     free(ctx->pair_fail);
+    pack_cleanup(ctx);
     pool_cleanup(ctx);
     stats_cleanup(ctx);
     room_pages_cleanup(ctx);
@@ -243,10 +262,14 @@ void pair_deliver_msg(pair_t *pr, const fake_msg_t *m)
     ucp_am_recv_param_t param;
     kvx_ctx_t *ctx = m->to;
 
-    memset(&param, 0, sizeof(param));
+    memset(&param, 0, sizeof(param)); /* eager: no UCP_AM_RECV_ATTR_FLAG_RNDV */
     pthread_mutex_lock(&ctx->lock);
     pair_as(ctx);
-    protocol_am_cb(ctx, NULL, 0, m->buf, m->len, &param);
+    if (m->hdr != NULL) {
+        unpack_am_cb(ctx, m->hdr, m->hlen, m->buf, m->len, &param);
+    } else {
+        protocol_am_cb(ctx, NULL, 0, m->buf, m->len, &param);
+    }
     /* What the progress loop runs after UCX's callbacks. */
     sender_pump_peers(ctx);
     peer_flush_outbox(ctx);

@@ -45,6 +45,11 @@ typedef struct pair {
 /* Builds both sides; fault rules (KVX_FAULT syntax) per side, or NULL. */
 void pair_init(pair_t *pr, const char *prefill_fault, const char *decode_fault);
 void pair_fini(pair_t *pr);
+/* Makes every page travel as data messages, as a decode rank whose
+ * endpoint has no native RMA asks (KVX_WRITES): both sides get staging
+ * (pack_setup()), and the fake transport carries eager data messages that
+ * the delivery calls hand to the data-message handler (unpack_am_cb()). */
+void pair_use_messages(pair_t *pr);
 /* Makes ctx the rank that failures and log lines name (one process holds
  * both ranks): every call into a side goes through it. */
 void pair_as(const kvx_ctx_t *ctx);

@@ -100,7 +100,7 @@ void next(kvx_ctx_t *to, int type)
 /* Delivers a message made here (as if sent by the other side). */
 void inject(kvx_ctx_t *to, void *buf, size_t len)
 {
-    fake_msg_t m = { NULL, to, buf, len };
+    fake_msg_t m = { NULL, to, buf, len, NULL, 0 };
 
     cr_assert_not_null(buf);
     pair_deliver_msg(&pr, &m);
