@@ -57,8 +57,8 @@
  *             (room_may_free()): the decode's room fails at once with the
  *             prefill's reason, its pages are released (the prefill says
  *             nothing was written), and the id runs again with the same
- *             pages. agree_sweep() once freed the closed room at the end of
- *             the round; the grant then found no room, and the decode waited
+ *             pages. The end of a round (room_sweep()) once freed the closed
+ *             room; the grant then found no room, and the decode waited
  *             for its own KVX_BOOTSTRAP_TIMEOUT (a timeout, not the abort)
  *             with its pages held. The case sets KVX_BOOTSTRAP_TIMEOUT=30s
  *             and gives the decode 10 s. With a prefill instance of TP 2

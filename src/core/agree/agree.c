@@ -932,13 +932,6 @@ static kvx_status_t agree_apply(kvx_ctx_t *ctx, struct kvx_agree *a)
     return a->M > 0 ? agree_assign(ctx, a) : KVX_OK;
 }
 
-/* Closed rooms were kept through the round: release those now free.
- * Returns how many. */
-static size_t agree_sweep(kvx_ctx_t *ctx)
-{
-    return room_sweep(ctx);
-}
-
 static void agree_report(kvx_ctx_t *ctx, struct kvx_agree *a, kvx_agreed_t *out)
 {
     for (size_t i = 0; i < a->n; i++) {
@@ -1026,7 +1019,7 @@ kvx_status_t kvx_agree_test(kvx_agree_t *a, kvx_agreed_t *out)
     if (ctx->agree->round == a) {
         ctx->agree->round = NULL;
         stats_round_end(ctx, a->status);
-        wake |= agree_sweep(ctx) > 0;
+        wake |= room_sweep(ctx) > 0; /* closed rooms kept through the round */
     }
     agree_report(ctx, a, out);
     pthread_mutex_unlock(&ctx->lock);

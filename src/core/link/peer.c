@@ -37,9 +37,8 @@ void peer_listen(kvx_ctx_t *ctx, void (*lost)(kvx_ctx_t *ctx, peer_t *peer, cons
     ctx->ping_rounds = rounds;
 }
 
-void peer_on_ping(kvx_ctx_t *ctx, peer_t *peer, uint64_t rounds)
+void peer_on_ping(peer_t *peer, uint64_t rounds)
 {
-    (void)ctx;
     if (peer->rounds_changed == 0 || peer->rounds != rounds) {
         peer->rounds = rounds;
         peer->rounds_changed = kvx_now_ns();

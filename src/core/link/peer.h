@@ -90,7 +90,7 @@ void peer_listen(kvx_ctx_t *ctx, void (*lost)(kvx_ctx_t *ctx, peer_t *peer, cons
                  uint64_t (*rounds)(const kvx_ctx_t *ctx));
 /* A sibling's PING said how many agreement rounds it started (agree_tick()
  * compares the counts). */
-void peer_on_ping(kvx_ctx_t *ctx, peer_t *peer, uint64_t rounds);
+void peer_on_ping(peer_t *peer, uint64_t rounds);
 /* The health's walk of the peers: lost ones (not gone after their goodbye),
  * a broken TP instance, none of the other role left (a probe,
  * stats_add_health()). */

@@ -259,7 +259,7 @@ void protocol_dispatch(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, const void 
     switch (m->hdr.type) {
     case MSG_PING:
         if (peer->role == ctx->role) {
-            peer_on_ping(ctx, peer, m->hdr.nonce);
+            peer_on_ping(peer, m->hdr.nonce);
         }
         break;
     case MSG_TP_BREAK:

@@ -219,7 +219,7 @@ static int room_answers_grants(const kvx_ctx_t *ctx, const room_t *room)
  * The one answer to "may this room be freed now?", asked wherever a room
  * may have become free: kvx_room_close() and the last UCX reference
  * (room_release()), every tick (room_tick()), the end of a round
- * (agree_sweep()) and an open of the same id (room_api_create()). All of
+ * (room_sweep()) and an open of the same id (room_api_create()). All of
  * these must hold:
  *
  * - closed: the application closed it (or room_tick() closed a shadow of

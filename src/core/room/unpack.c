@@ -385,14 +385,10 @@ void unpack_scatter_failed(kvx_ctx_t *ctx, staging_slot_t *slot, kvx_failure_t *
 
     memcpy(&h, slot->hdr, sizeof(h));
     room = room_find(ctx, h.room);
-    if (room != NULL) {
-        f->stage = room->side == KVX_ROLE_PREFILL ? KVX_STAGE_POST : KVX_STAGE_TRANSFER;
-        f->room_id = room->id;
-        f->has_room = 1;
-        room_fail(ctx, room, f, 1);
-        if (room->side == KVX_ROLE_DECODE) {
-            receiver_update_pages(ctx, room); /* failed before: no copy holds it now */
-        }
+    /* A scatter's slot holds a data message a decode room received. */
+    if (room != NULL && room->side == KVX_ROLE_DECODE) {
+        unpack_fail_with(ctx, room, f);
+        receiver_update_pages(ctx, room); /* failed before: no copy holds it now */
     }
 }
 

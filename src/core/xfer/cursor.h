@@ -1,6 +1,7 @@
 /*
  * cursor.h - a target's posting cursor and the queue of waiting targets
- * (cursor.c), and the room floor's ops (xfer_attach()).
+ * (cursor.c, which also holds xfer_attach(), declared with the ops in
+ * target.h).
  */
 #ifndef KVX_CORE_CURSOR_H
 #define KVX_CORE_CURSOR_H
