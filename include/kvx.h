@@ -630,9 +630,12 @@ KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
  *    the decode ranks, and concludes with the decode instance's agreed
  *    FAILED, which carries that record (both within a few KVX_TP_TIMEOUT,
  *    not at KVX_BOOTSTRAP_TIMEOUT of a decode rank waiting for the pages of
- *    the prefill rank that lacks the room). A prefill TP rank that opens the
- *    room later concludes it with the same record (the decode's verdict
- *    waits for it).
+ *    the prefill rank that lacks the room). A TP rank that opens the room
+ *    later concludes it at its next round with the same record: on a
+ *    prefill rank the decode's verdict waits for it; a decode rank's
+ *    siblings keep their conclusion for it for 4 x KVX_TP_TIMEOUT (or until
+ *    they open the id again). Later than that, a late decode rank waits
+ *    KVX_TP_TIMEOUT itself and names the sibling that no longer holds it.
  *
  * 2. Local state versus agreed state. kvx_room_poll() is this rank's view;
  *    only an agreed outcome (kvx_agree_test() with status KVX_OK and state

@@ -45,6 +45,15 @@
  *            KVXT_TIMEOUT_SCALE); 1002 agreed SUCCESS, byte-exact. Before,
  *            prefill tp0 concluded FAILED at once with its own record while
  *            the decode ranks waited out KVX_BOOTSTRAP_TIMEOUT for tp1's pages.
+ *   unheld_late (prefill:1x2,decode:1x2, KVX_TP_TIMEOUT=4s) decode tp1 opens
+ *            room 801 only after the three other ranks concluded it and
+ *            closed it: it concludes FAILED within 1 s (times
+ *            KVXT_TIMEOUT_SCALE, at most 3 s) with the record the others
+ *            hold, "decode[0].tp1 (rank 3) never opened room 801", origin
+ *            decode[0].tp1. Before, it waited KVX_TP_TIMEOUT and then named
+ *            decode[0].tp0 as the rank that never opened the room. Then
+ *            every rank opens 801 again, and a third time with decode tp1
+ *            five rounds before tp0: both succeed, byte-exact.
  *   silent   (prefill:1x2,decode:1x2, KVX_PEER_TIMEOUT=1s) room 1101 is SUCCESS
  *            everywhere, but the decode runs no round until the prefill
  *            concluded: the prefill instance agrees FAILED after 10 x
@@ -570,26 +579,35 @@ static int agree_world(const uint64_t *ids, size_t n, double limit, double *at_p
     return all;
 }
 
+/* Every rank's record equals rank 0's, held in *f (status, stage, origin,
+ * sentence); returns 1 if so. */
+static int same_as_rank0(const kvx_failure_t *f, uint64_t id)
+{
+    kvx_failure_t f0 = *f;
+    int same;
+
+    MPI_Bcast(&f0, sizeof(f0), MPI_BYTE, 0, MPI_COMM_WORLD);
+    same = f->status == f0.status && f->stage == f0.stage && f->origin_rank == f0.origin_rank &&
+           f->origin_role == f0.origin_role && f->origin_instance == f0.origin_instance &&
+           f->origin_tp_rank == f0.origin_tp_rank && strcmp(f->text, f0.text) == 0;
+    TL_CHECK(same, "room %llu: record %s %s rank %d \"%s\", rank 0 has %s %s rank %d \"%s\"",
+             (unsigned long long)id, kvx_status_name(f->status), kvx_stage_name(f->stage),
+             f->origin_rank, f->text, kvx_status_name(f0.status), kvx_stage_name(f0.stage),
+             f0.origin_rank, f0.text);
+    return same;
+}
+
 /* Every rank's record of the room must equal rank 0's: status, stage, origin
  * and sentence (count may differ: it counts the ranks of one instance); the
  * origin is prefill[0].tp<origin_tp>, at the agree stage. */
 static void same_record(uint64_t id, kvx_status_t want, const char *needle, int origin_tp)
 {
-    kvx_failure_t f, f0;
-    int same;
+    kvx_failure_t f;
 
     memset(&f, 0, sizeof(f));
     TL_CHECK(failure_says(id, want, needle), "room %llu: the reason", (unsigned long long)id);
     kvx_room_failure(J.ctx, id, &f);
-    f0 = f;
-    MPI_Bcast(&f0, sizeof(f0), MPI_BYTE, 0, MPI_COMM_WORLD);
-    same = f.status == f0.status && f.stage == f0.stage && f.origin_rank == f0.origin_rank &&
-           f.origin_role == f0.origin_role && f.origin_instance == f0.origin_instance &&
-           f.origin_tp_rank == f0.origin_tp_rank && strcmp(f.text, f0.text) == 0;
-    TL_CHECK(same, "room %llu: record %s %s rank %d \"%s\", rank 0 has %s %s rank %d \"%s\"",
-             (unsigned long long)id, kvx_status_name(f.status), kvx_stage_name(f.stage),
-             f.origin_rank, f.text, kvx_status_name(f0.status), kvx_stage_name(f0.stage),
-             f0.origin_rank, f0.text);
+    same_as_rank0(&f, id);
     TL_CHECK(f.origin_role == KVX_ROLE_PREFILL && f.origin_instance == 0 &&
                  f.origin_tp_rank == origin_tp && f.stage == KVX_STAGE_AGREE,
              "room %llu: origin %s[%d].tp%d (rank %d) at %s, want prefill[0].tp%d at agree",
@@ -665,6 +683,118 @@ static void mode_unheld_prefill(void)
     same_record(r, KVX_ERR_OUT_OF_STEP, why, 1);
     close_room(r, 10);
     close_room(s, 10);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* ---- unheld_late --------------------------------------------------------- */
+
+static void mode_unheld_late(void)
+{
+    uint32_t pages[] = { 0, 1 };
+    uint64_t id = 801;
+    int late, ok;
+    double t_late, at, limit = 30 * tl_timeout_scale();
+    double bound = tl_timeout_scale() < 3 ? tl_timeout_scale() : 3; /* KVX_TP_TIMEOUT is 4 s */
+    kvx_room_state_t st;
+    kvx_failure_t f;
+    const char *why = "decode[0].tp1 (rank 3) never opened room 801";
+
+    memset(&f, 0, sizeof(f));
+    start(64);
+    late = decode() && J.id.tp_rank == 1;
+    if (decode() && !late) {
+        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "open 801");
+    } else if (!decode()) {
+        send_room(id, 2, NULL, 0);
+    }
+    /* The three holders conclude it (decode tp0 after KVX_TP_TIMEOUT, the
+     * prefill with its verdict), keep their record and close it, as a
+     * scheduler does. */
+    ok = agree_world(&id, late ? 0 : 1, limit, &at);
+    TL_CHECK(ok, "801 not agreed by its holders within %.0f s", limit);
+    if (!late) {
+        TL_CHECK(agreed(id, &st) && st == KVX_ROOM_FAILED, "801 agreed %s",
+                 agreed(id, &st) ? kvx_room_state_name(st) : "-");
+        TL_CHECK(failure_says(id, KVX_ERR_OUT_OF_STEP, why), "the holders' reason");
+        kvx_room_failure(J.ctx, id, &f);
+        TL_CHECK(close_room(id, 10) == KVX_OK, "close 801");
+    }
+    /* Decode tp1 opens it late: its sibling's conclusion, kept for it,
+     * concludes it at once with the same record (before, it waited
+     * KVX_TP_TIMEOUT and then named decode[0].tp0 as the rank that never
+     * opened the room). */
+    MPI_Barrier(MPI_COMM_WORLD);
+    t_late = tl_now();
+    if (late) {
+        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "late open 801");
+    }
+    ok = agree_world(&id, late ? 1 : 0, limit, &at);
+    TL_CHECK(ok, "the late 801 not agreed within %.0f s", limit);
+    if (late) {
+        TL_CHECK(agreed(id, &st) && st == KVX_ROOM_FAILED, "late 801 agreed %s",
+                 agreed(id, &st) ? kvx_room_state_name(st) : "-");
+        TL_CHECK(at > 0 && at - t_late < bound,
+                 "the late open concluded after %.2f s (bound %.1f s, KVX_TP_TIMEOUT 4 s)",
+                 (at > 0 ? at : tl_now()) - t_late, bound);
+        printf("rank %d: the late open of 801 concluded after %.3f s\n", tl_rank, at - t_late);
+        TL_CHECK(failure_says(id, KVX_ERR_OUT_OF_STEP, why), "the late rank's reason");
+        kvx_room_failure(J.ctx, id, &f);
+    }
+    same_as_rank0(&f, id);
+    TL_CHECK(
+        f.origin_role == KVX_ROLE_DECODE && f.origin_tp_rank == 1 && f.stage == KVX_STAGE_AGREE,
+        "801: origin %s[%d].tp%d at %s, want decode[0].tp1 at agree", kvx_role_name(f.origin_role),
+        f.origin_instance, f.origin_tp_rank, kvx_stage_name(f.stage));
+    if (late) {
+        TL_CHECK(close_room(id, 10) == KVX_OK, "close the late 801");
+    }
+    /* The id is used again by every rank: the conclusions kept for a late
+     * rank do not touch the new room, which succeeds byte-exact. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (decode()) {
+        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "open 801 again");
+    } else {
+        kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 1);
+        send_room(id, 2, NULL, 0);
+    }
+    ok = agree_world(&id, 1, limit, &at);
+    TL_CHECK(ok, "the second 801 not agreed within %.0f s", limit);
+    TL_CHECK(agreed(id, &st) && st == KVX_ROOM_SUCCESS, "the second 801 agreed %s",
+             agreed(id, &st) ? kvx_room_state_name(st) : "-");
+    if (decode()) {
+        TL_CHECK(kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 0) == 0,
+                 "the second 801: bytes differ");
+    }
+    TL_CHECK(close_room(id, 10) == KVX_OK, "close the second 801");
+    /* And a third time, decode tp1 first and tp0 five rounds later: tp0's
+     * conclusion of the first 801 is gone with its second open (else tp1
+     * would conclude the third at once with it). */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (late) {
+        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "open 801 a third time");
+    } else if (!decode()) {
+        kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 1);
+        send_room(id, 2, NULL, 0);
+    }
+    for (int k = 0; k < 5; k++) {
+        kvx_agreed_t out[1];
+
+        tl_agree_round(J.ctx, &id, decode() && !late ? 0 : 1, out);
+        usleep(2000);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (decode() && !late) {
+        TL_CHECK(kvx_room_recv_open(J.ctx, id, 0, pages, 2, -1) == KVX_OK, "open 801 a third time");
+    }
+    ok = agree_world(&id, 1, limit, &at);
+    TL_CHECK(ok, "the third 801 not agreed within %.0f s", limit);
+    TL_CHECK(agreed(id, &st) && st == KVX_ROOM_SUCCESS, "the third 801 agreed %s",
+             agreed(id, &st) ? kvx_room_state_name(st) : "-");
+    if (decode()) {
+        TL_CHECK(kvp_pages(&J.g, J.bufs, J.comps, id, pages, 2, 0, 0) == 0,
+                 "the third 801: bytes differ");
+    }
+    TL_CHECK(close_room(id, 10) == KVX_OK, "close the third 801");
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
@@ -795,6 +925,8 @@ int main(int argc, char **argv)
         mode_unheld();
     } else if (strcmp(mode, "unheld_prefill") == 0) {
         mode_unheld_prefill();
+    } else if (strcmp(mode, "unheld_late") == 0) {
+        mode_unheld_late();
     } else if (strcmp(mode, "silent") == 0) {
         mode_silent();
     } else if (strcmp(mode, "gone") == 0) {
@@ -802,7 +934,8 @@ int main(int argc, char **argv)
     } else {
         if (tl_rank == 0) {
             fprintf(stderr,
-                    "usage: t_tp pages|reasons|skew|reuse|aux|unheld|unheld_prefill|silent|gone\n");
+                    "usage: t_tp pages|reasons|skew|reuse|aux|unheld|unheld_prefill|unheld_late|"
+                    "silent|gone\n");
         }
         MPI_Finalize();
         return 2;

@@ -60,6 +60,19 @@ typedef struct agree_rec {
     char aux[2][112];
 } agree_rec_t;
 
+/* A room this decode rank concluded because a TP sibling never held it
+ * (agree_conclude_unheld()): listed in phase C for AGREE_TOMB_LIFE so that
+ * the sibling, opening it late, concludes it at once with the same record
+ * rather than waiting KVX_TP_TIMEOUT and naming this rank. */
+typedef struct agree_tomb {
+    uint64_t id;
+    uint64_t until; /* dropped after this (ns), or when this rank opens the id again */
+    int lacking, holder;
+} agree_tomb_t;
+
+#define AGREE_TOMB_LIFE 4 /* times KVX_TP_TIMEOUT */
+#define AGREE_TOMB_MAX  4096
+
 typedef struct agree_table {
     room_t **room; /* [slot] this rank's room, NULL for a free slot */
     size_t nslots, cap;
@@ -69,10 +82,17 @@ typedef struct agree_table {
     struct kvx_agree *round; /* the round in progress, or NULL */
     uint64_t rounds;         /* rounds whose collective this rank entered */
     uint64_t rounds_changed; /* when that last changed (ns) */
+    agree_tomb_t *tomb;      /* decode: rooms concluded unheld, oldest first */
+    size_t ntomb, tomb_cap;
 } agree_table_t;
 
 /* Phase C's flags of a room in a rank's list. */
 #define AGREE_FRESH_EXPIRED 1u /* opened on that rank more than KVX_TP_TIMEOUT ago */
+#define AGREE_FRESH_TOMB    2u /* not held: concluded unheld there (agree_tomb_t) */
+#define AGREE_TOMB_FLAGS(lacking, holder) \
+    (AGREE_FRESH_TOMB | ((uint64_t)(lacking) << 16) | ((uint64_t)(holder) << 40))
+#define AGREE_TOMB_LACKING(flags) ((int)(((flags) >> 16) & 0xffffff))
+#define AGREE_TOMB_HOLDER(flags)  ((int)(((flags) >> 40) & 0xffffff))
 
 struct kvx_agree {
     kvx_ctx_t *ctx;
@@ -96,6 +116,8 @@ struct kvx_agree {
     size_t M;               /* C: width of each rank's list (ids, then as many flags) */
     room_t **fresh;         /* this rank's unslotted rooms, by id */
     size_t nfresh;
+    agree_tomb_t *tomb; /* this rank's tombstones when the round started, by id */
+    size_t ntomb;
     uint64_t *mine, *all;
 };
 
@@ -187,6 +209,7 @@ static void agree_round_free(struct kvx_agree *a)
     free(a->recs);
     free(a->recs_out);
     free(a->fresh);
+    free(a->tomb);
     free(a->mine);
     free(a->all);
     free(a->aux_lo);
@@ -210,6 +233,7 @@ void agree_cleanup(kvx_ctx_t *ctx)
     /* A round abandoned on a broken communicator keeps its buffers: MPI may
      * still own them. */
     free(t->room);
+    free(t->tomb);
     free(t);
     ctx->agree = NULL;
 }
@@ -290,7 +314,71 @@ static int agree_cmp_room(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Rooms this rank holds that have no slot yet, sorted by id. */
+static int agree_cmp_tomb(const void *a, const void *b)
+{
+    uint64_t x = ((const agree_tomb_t *)a)->id, y = ((const agree_tomb_t *)b)->id;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Drops the tombstones past their life and those of ids this rank opened
+ * again (a room not agreed yet: a new incarnation), and copies the rest,
+ * sorted by id, for this round's phase C. */
+static kvx_status_t agree_collect_tombs(kvx_ctx_t *ctx, struct kvx_agree *a)
+{
+    agree_table_t *t = ctx->agree;
+    uint64_t now = kvx_now_ns();
+    size_t kept = 0;
+
+    for (size_t i = 0; i < t->ntomb; i++) {
+        const room_t *room = room_find(ctx, t->tomb[i].id);
+
+        if (now < t->tomb[i].until && (room == NULL || !room->user_open || room->agreed)) {
+            t->tomb[kept++] = t->tomb[i];
+        }
+    }
+    t->ntomb = kept;
+    if (kept == 0) {
+        return KVX_OK;
+    }
+    a->tomb = malloc(kept * sizeof(agree_tomb_t));
+    if (a->tomb == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    memcpy(a->tomb, t->tomb, kept * sizeof(agree_tomb_t));
+    a->ntomb = kept;
+    qsort(a->tomb, a->ntomb, sizeof(agree_tomb_t), agree_cmp_tomb);
+    return KVX_OK;
+}
+
+/* Keeps a room's unheld conclusion for the TP rank that lacked it. */
+static void agree_bury(kvx_ctx_t *ctx, uint64_t id, int lacking, int holder)
+{
+    agree_table_t *t = ctx->agree;
+
+    if (t->ntomb == AGREE_TOMB_MAX) {
+        memmove(t->tomb, t->tomb + 1, (t->ntomb - 1) * sizeof(agree_tomb_t)); /* the oldest goes */
+        t->ntomb--;
+    }
+    if (t->ntomb == t->tomb_cap) {
+        size_t cap = t->tomb_cap ? 2 * t->tomb_cap : 16;
+        agree_tomb_t *grown = realloc(t->tomb, cap * sizeof(agree_tomb_t));
+
+        if (grown == NULL) {
+            return; /* the late rank then waits KVX_TP_TIMEOUT itself */
+        }
+        t->tomb = grown;
+        t->tomb_cap = cap;
+    }
+    t->tomb[t->ntomb].id = id;
+    t->tomb[t->ntomb].until = kvx_now_ns() + AGREE_TOMB_LIFE * ctx->cfg.tp_timeout;
+    t->tomb[t->ntomb].lacking = lacking;
+    t->tomb[t->ntomb].holder = holder;
+    t->ntomb++;
+}
+
+/* Rooms this rank holds that have no slot yet, sorted by id, and (decode)
+ * the ids it concluded unheld lately. */
 static kvx_status_t agree_collect_fresh(kvx_ctx_t *ctx, struct kvx_agree *a)
 {
     room_t *room;
@@ -306,7 +394,7 @@ static kvx_status_t agree_collect_fresh(kvx_ctx_t *ctx, struct kvx_agree *a)
         }
     }
     qsort(a->fresh, a->nfresh, sizeof(room_t *), agree_cmp_room);
-    return KVX_OK;
+    return agree_collect_tombs(ctx, a);
 }
 
 /* Injected failures at the agree stage happen before the state is sampled. */
@@ -506,7 +594,7 @@ static kvx_status_t agree_sample(kvx_ctx_t *ctx, struct kvx_agree *a)
             agree_aux_digest(ctx, room, &a->vec[a->S + 1 + i], &a->vec[a->S + 1 + a->S + i]);
         }
     }
-    a->vec[a->S] = -(int32_t)(a->nfresh > INT32_MAX ? INT32_MAX : a->nfresh);
+    a->vec[a->S] = -(int32_t)(a->nfresh + a->ntomb > INT32_MAX ? INT32_MAX : a->nfresh + a->ntomb);
     return KVX_OK;
 }
 
@@ -663,11 +751,22 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
         if (a->mine == NULL || a->all == NULL) {
             return KVX_ERR_NO_MEMORY;
         }
-        a->mine[0] = a->nfresh;
-        for (size_t i = 0; i < a->nfresh; i++) {
-            a->mine[i + 1] = a->fresh[i]->id;
-            a->mine[1 + a->M + i] =
-                now - a->fresh[i]->opened > ctx->cfg.tp_timeout ? AGREE_FRESH_EXPIRED : 0;
+        /* Both lists are sorted by id: merged, the list stays sorted. A
+         * tombstone of an id held fresh here is not listed (collect_tombs
+         * dropped it). */
+        for (size_t i = 0, j = 0, n = 0; i < a->nfresh || j < a->ntomb; n++) {
+            if (j == a->ntomb || (i < a->nfresh && a->fresh[i]->id <= a->tomb[j].id)) {
+                j += j < a->ntomb && a->tomb[j].id == a->fresh[i]->id;
+                a->mine[n + 1] = a->fresh[i]->id;
+                a->mine[1 + a->M + n] =
+                    now - a->fresh[i]->opened > ctx->cfg.tp_timeout ? AGREE_FRESH_EXPIRED : 0;
+                i++;
+            } else {
+                a->mine[n + 1] = a->tomb[j].id;
+                a->mine[1 + a->M + n] = AGREE_TOMB_FLAGS(a->tomb[j].lacking, a->tomb[j].holder);
+                j++;
+            }
+            a->mine[0] = n + 1;
         }
         status = KVX_MPI_CALL(MPI_Iallgather(a->mine, (int)(2 * a->M + 1), MPI_UINT64_T, a->all,
                                              (int)(2 * a->M + 1), MPI_UINT64_T, ctx->tp_comm,
@@ -758,6 +857,7 @@ static void agree_conclude_unheld(kvx_ctx_t *ctx, room_t *room, int lacking, int
     room->agreed_state = KVX_ROOM_FAILED;
     stats_room_concluded(ctx, room);
     agree_send_verdict(ctx, room);
+    agree_bury(ctx, room->id, lacking, holder);
 }
 
 /* Fresh rooms every TP rank holds get slots, in id order (the same on every
@@ -773,16 +873,24 @@ static kvx_status_t agree_assign(kvx_ctx_t *ctx, struct kvx_agree *a)
     for (size_t i = 0; i < a->nfresh; i++) {
         room_t *room = a->fresh[i];
         int lacking = -1, expired = -1;
+        uint64_t tomb = 0;
 
         for (int r = 0; r < size; r++) {
             const uint64_t *list = a->all + (size_t)r * (2 * a->M + 1);
             int64_t at = agree_find(list + 1, list[0], room->id);
+            uint64_t flags = at >= 0 ? list[1 + a->M + (size_t)at] : 0;
 
-            if (at < 0) {
+            if (at < 0 || (flags & AGREE_FRESH_TOMB)) {
                 lacking = lacking < 0 ? r : lacking;
-            } else if ((list[1 + a->M + (size_t)at] & AGREE_FRESH_EXPIRED) && expired < 0) {
+                tomb = tomb == 0 ? flags & ~AGREE_FRESH_EXPIRED : tomb;
+            } else if ((flags & AGREE_FRESH_EXPIRED) && expired < 0) {
                 expired = r;
             }
+        }
+        if (tomb != 0) {
+            /* Opened late here: a sibling concluded it without this rank. */
+            agree_conclude_unheld(ctx, room, AGREE_TOMB_LACKING(tomb), AGREE_TOMB_HOLDER(tomb));
+            continue;
         }
         if (lacking < 0 && agree_take_slot(ctx->agree, room) != KVX_OK) {
             return KVX_ERR_NO_MEMORY;
