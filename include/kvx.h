@@ -697,7 +697,9 @@ KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
  * ranks are told: a decode instance that agrees the room later agrees it
  * FAILED with that record (only one that agreed SUCCESS before the record
  * reached it keeps SUCCESS). A failed prefill room waits as long for the
- * decode's verdict, then concludes with its own record.
+ * decode's verdict, then concludes with its own record -- unless a TP
+ * sibling holds the decode's agreed SUCCESS by then: the decode's word beats
+ * any prefill rank's failure.
  *
  * A scheduler loop of one TP rank (all TP ranks of the instance run it; on
  * the prefill, send_open and send_chunk take the place of recv_open):

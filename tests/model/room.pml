@@ -160,7 +160,13 @@
  * before its RECEIVED reaches its prefill rank, and the prefill instance
  * concluded FAILED; scenario crash-d1), -DNO_PREFILL_WORD (before a broken
  * prefill instance waited for the decode's word: it concluded FAILED at
- * once while the decode agreed SUCCESS; scenario crash-p1). Chosen at run
+ * once while the decode agreed SUCCESS; scenario crash-p1), -DFAILED_FIRST
+ * (agree_outcome() before the decode's agreed SUCCESS beat a FAILED
+ * minimum: a prefill rank that heard AGREED is outvoted by a sibling that
+ * failed by losing its decode rank and met its 10 peer timeouts; scenario
+ * broken-failedfirst, agreement). The early 10 peer timeouts fire only
+ * when no message of a live decode rank is in flight to the prefill
+ * (DP_QUIET: a live rank's word arrives within them). Chosen at run
  * time, sharing the default verifier: ownround=1 (SPIN_OWNROUND=1; src/core
  * as built today, finding 17(a)): a prefill instance concludes SUCCESS on
  * its own round once every rank holds the room SUCCESS (every RECEIVED), and
@@ -407,6 +413,11 @@ chan early[2] = [CAP] of { mtype, byte, byte, byte };
 #else
 #define P_LONGWAIT(p) 0
 #endif
+/* 10 x KVX_PEER_TIMEOUT is long: by then every message a live decode rank
+ * sent has arrived (one that cannot arrive makes the rank lost), so the
+ * early long wait fires only with none in flight to a prefill rank. */
+#define DP_QUIET ((!alive[2] || (len(dp[E(0,0)]) == 0 && len(dp[E(1,0)]) == 0)) && \
+  (!alive[3] || (len(dp[E(0,1)]) == 0 && len(dp[E(1,1)]) == 0)))
 #define D_DEADLINE(r) (!prompt && alive[r] && uopen[r] && !TERM(r))
 #define P_WORDWAIT(p) (alive[p] && pbroken[p] && uopen[p] && !agreed[p])
 /* agree_post_bc(): rank r has held the room unslotted for KVX_TP_TIMEOUT
@@ -442,9 +453,21 @@ chan early[2] = [CAP] of { mtype, byte, byte, byte };
  * whose ranks all hold the room SUCCESS (every RECEIVED came) concludes
  * SUCCESS on its own round, before the decode instance agreed -- which may
  * then agree FAILED. */
+#ifdef FAILED_FIRST
+/* agree_outcome() before the decode's word beat a FAILED minimum (broken
+ * variant broken-failedfirst): a prefill rank that heard the decode agree
+ * SUCCESS is outvoted by a sibling that concluded FAILED alone after 10 peer
+ * timeouts, and the instances disagree. */
 #define EFFA(r,s) (MINA(r,s) == FAILED -> FAILED : (MINW(r,s) == 0 -> SUCC : \
   (MINA(r,s) == SUCC -> (((r) >= 2 || MINW(r,s) == 2 || ownround) -> SUCC : XFER) : \
   (MINW(r,s) == 2 -> FAILED : MINA(r,s)))))
+#else
+/* The decode decides: its agreed SUCCESS, heard by any prefill rank, beats
+ * a FAILED minimum of the prefill instance (agree_outcome()). */
+#define EFFA(r,s) (MINW(r,s) == 0 -> SUCC : (MINA(r,s) == FAILED -> FAILED : \
+  (MINA(r,s) == SUCC -> (((r) >= 2 || MINW(r,s) == 2 || ownround) -> SUCC : XFER) : \
+  (MINW(r,s) == 2 -> FAILED : MINA(r,s)))))
+#endif
 #endif
 
 inline set_state(ss_r, ss_s) {
@@ -1321,7 +1344,7 @@ end:
   :: atomic { timeout && P_SHADOW_DEADLINE(p) -> printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
   :: atomic { (nt < maxt && (tranks & (1 << me))) && P_SHADOW_DEADLINE(p) -> nt++; printf("MSC: P%d unopened room (early messages) expires\n", p); nc = CODE(S_BOOT, K_TIMEOUT, p); p_fail(p, nc) }
   :: atomic { timeout && P_LONGWAIT(p) -> longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
-  :: atomic { (nt < maxt && (tranks & (1 << me))) && P_LONGWAIT(p) -> nt++; longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
+  :: atomic { (nt < maxt && (tranks & (1 << me))) && P_LONGWAIT(p) && DP_QUIET -> nt++; longwait[p] = 1; printf("MSC: P%d: 10 peer timeouts without a verdict\n", p) }
   /* loss detection */
   :: atomic { !alive[sib] && !LOST(p,sib) -> LOST(p,sib) = 1; printf("MSC: P%d detects sibling P%d lost\n", p, sib); break_instance(p) }
   :: atomic { skew[0] && !tpb[me] -> tpb[me] = 1; nn = CODE(S_AGREE, K_TIMEOUT, 0); orig[nn] = 1;

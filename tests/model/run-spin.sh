@@ -60,6 +60,7 @@ broken-next   -                   progress    MAXF=0 MAXT=0 MAXC=0 NINC=2 NONEXT
 broken-own    -                   agreement   MAXF=0 MAXT=0 MAXC=0 ECLOSE=8 OWNROUND=1
 broken-own-unheld -               reason      MAXF=0 MAXT=0 MAXC=0 NOOPEN=2 OWNROUND=1
 broken-pverdict -                 termination MAXF=0 MAXT=0 MAXC=0 NOOPEN=2 PROMPT=1 NOPVERDICT=1
+broken-failedfirst -DFAILED_FIRST agreement   MAXF=0 MAXT=1 TRANKS=2 MAXC=1 CRANKS=8
 '
 full='
 crash-p0  -                       ok          MAXF=0 MAXT=0 MAXC=1 CRANKS=1
@@ -79,6 +80,7 @@ reuse-cycles    cycles            ok          MAXF=0 MAXT=0 MAXC=0 NINC=2
 unheld-d1-cycles cycles           ok          MAXF=0 MAXT=0 MAXC=0 ECLOSE=8
 skew-p    -                       ok          MAXF=0 MAXT=0 MAXC=0 MAXS=1 SINST=1
 skew-d    -                       ok          MAXF=0 MAXT=0 MAXC=0 MAXS=1 SINST=2
+crash-d1-lone -                   ok          MAXF=0 MAXT=1 TRANKS=2 MAXC=1 CRANKS=8
 '
 [ -z "$KVXT_SPIN_FULL$KVXT_SPIN_ONLY" ] || scenarios="$scenarios$full"
 

@@ -456,20 +456,27 @@ static void agree_silence(const kvx_ctx_t *ctx, const room_t *room, kvx_failure_
 /* A slot's outcome from phase A, the same on every rank: the minimum state
  * (FAILED or SUCCESS are final) -- except that on a prefill instance the
  * decode's agreed SUCCESS, heard by any rank, concludes the room SUCCESS
- * (ranks that failed by losing a decode rank after delivering wait for the
- * decode's word: sender_may_conclude()), a room every prefill rank delivered
- * is SUCCESS only with that word (every receipt is not yet the decode
- * instance's outcome: it may still agree FAILED, say when one of its ranks
- * dies before its round) -- and FAILED when the decode stayed silent for
- * 10 x KVX_PEER_TIMEOUT (agree_silence()) -- and a room no rank can hear an
- * outcome for any more concludes FAILED. */
+ * whatever the minimum (ranks that failed by losing a decode rank after
+ * delivering wait for the decode's word: sender_may_conclude()), a room
+ * every prefill rank delivered is SUCCESS only with that word (every
+ * receipt is not yet the decode instance's outcome: it may still agree
+ * FAILED, say when one of its ranks dies before its round) -- and FAILED
+ * when the decode stayed silent for 10 x KVX_PEER_TIMEOUT (agree_silence())
+ * -- and a room no rank can hear an outcome for any more concludes FAILED. */
 static int32_t agree_outcome(int32_t min, int32_t heard)
 {
-    if (min == KVX_ROOM_FAILED || min == INT32_MAX) {
+    if (min == INT32_MAX) {
         return min;
     }
     if (heard == HEARD_AGREED) {
+        /* Even over a FAILED minimum: a sibling that concluded alone after
+         * 10 x KVX_PEER_TIMEOUT (sender_may_conclude()) must not outvote the
+         * decode's agreed SUCCESS that a rank holds (spin:
+         * broken-failedfirst). */
         return KVX_ROOM_SUCCESS;
+    }
+    if (min == KVX_ROOM_FAILED) {
+        return min;
     }
     if (min == KVX_ROOM_SUCCESS && heard == HEARD_CAN) {
         return KVX_ROOM_TRANSFERRING; /* not final: the decode instance decides */
