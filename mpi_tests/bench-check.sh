@@ -21,7 +21,7 @@ case $sub in
 put) keys="bytes kvx_gbps raw_gbps ratio" ;;
 pages) keys="scatter_pct gbps puts_per_room ratio" ;;
 hetero) keys="layout gbps ratio" ;;
-agree) keys="rooms tp failed_pct kvx_us allreduce_us ratio" ;;
+agree) keys="rooms tp failed_pct kvx_us decode_us allreduce_us ratio" ;;
 fault) keys="kind ms" ;;
 verify) keys="bytes pages off_gbps sample_gbps full_gbps sample_over_off full_over_off" ;;
 layerwise) keys="pages layers balance end_tail_us layerwise_tail_us tail_end_over_layerwise end_whole_us layerwise_whole_us layerwise_send_calls_us" ;;

@@ -41,6 +41,7 @@ typedef struct agree_job {
 
 typedef struct agree_rep {
     double reg_us, kvx_us, mpi_us, nbc_us;
+    double decode_us; /* the slowest decode rank's kvx_us: the outcome that starts decoding */
     int rounds, ok;
 } agree_rep_t;
 
@@ -153,8 +154,8 @@ static int agree_verify(agree_job_t *j, int n, uint64_t *hash)
 
 static agree_rep_t agree_measure(agree_job_t *j, int n, int nfail)
 {
-    agree_rep_t rep = { 0, 0, 0, 0, 0, 1 };
-    double t0, v[5];
+    agree_rep_t rep = { 0, 0, 0, 0, 0, 0, 1 };
+    double t0, v[6];
     MPI_Request req;
     int done = 0;
     uint64_t hash[2];
@@ -202,7 +203,8 @@ static agree_rep_t agree_measure(agree_job_t *j, int n, int nfail)
     v[2] = rep.mpi_us;
     v[3] = rep.rounds;
     v[4] = rep.nbc_us;
-    MPI_Allreduce(MPI_IN_PLACE, v, 5, MPI_DOUBLE, MPI_MAX, j->comm);
+    v[5] = j->id.role == KVX_ROLE_DECODE ? rep.kvx_us : 0;
+    MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_DOUBLE, MPI_MAX, j->comm);
     hash[1] = hash[0];
     MPI_Allreduce(MPI_IN_PLACE, &hash[0], 1, MPI_UINT64_T, MPI_MIN, j->comm);
     MPI_Allreduce(MPI_IN_PLACE, &hash[1], 1, MPI_UINT64_T, MPI_MAX, j->comm);
@@ -212,6 +214,7 @@ static agree_rep_t agree_measure(agree_job_t *j, int n, int nfail)
     rep.mpi_us = v[2];
     rep.rounds = (int)v[3];
     rep.nbc_us = v[4];
+    rep.decode_us = v[5];
     rep.ok &= hash[0] == hash[1];
     return rep;
 }
@@ -221,14 +224,16 @@ static void agree_row(agree_job_t *j, bench_out_t *out, int n, double pct, int n
 {
     int nr = j->o->reps, ok = 1, rounds = 0;
     double *k = malloc(sizeof(double) * nr), *m = malloc(sizeof(double) * nr),
-           *g = malloc(sizeof(double) * nr), *b = malloc(sizeof(double) * nr), ratio;
-    bench_stat_t ks, ms, gs, bs;
+           *g = malloc(sizeof(double) * nr), *b = malloc(sizeof(double) * nr),
+           *d = malloc(sizeof(double) * nr), ratio;
+    bench_stat_t ks, ms, gs, bs, ds;
 
     for (int r = 0; r < nr; r++) {
         k[r] = reps[r].kvx_us;
         m[r] = reps[r].mpi_us;
         g[r] = reps[r].reg_us;
         b[r] = reps[r].nbc_us;
+        d[r] = reps[r].decode_us;
         ok &= reps[r].ok;
         rounds = reps[r].rounds > rounds ? reps[r].rounds : rounds;
     }
@@ -236,16 +241,19 @@ static void agree_row(agree_job_t *j, bench_out_t *out, int n, double pct, int n
     ms = bench_stat(m, nr);
     gs = bench_stat(g, nr);
     bs = bench_stat(b, nr);
+    ds = bench_stat(d, nr);
     ratio = bench_ratio(k, m, nr);
     bench_out_row(out, ok,
-                  "%3d %6d %6.0f %6d %6d %9.1f  %9.1f %9.1f %9.1f  %9.1f %9.1f %10.1f %7.2f  %s",
-                  j->tp, n, pct, nfail, rounds, gs.med, ks.med, ks.min, ks.max, ms.med, ms.min,
-                  bs.med, ratio, ok ? "OK" : "FAILED");
+                  "%3d %6d %6.0f %6d %6d %9.1f  %9.1f %9.1f %9.1f %9.1f  %9.1f %9.1f %10.1f "
+                  "%7.2f  %s",
+                  j->tp, n, pct, nfail, rounds, gs.med, ks.med, ks.min, ks.max, ds.med, ms.med,
+                  ms.min, bs.med, ratio, ok ? "OK" : "FAILED");
     bench_json_begin(out);
     bench_json_num(out, "rooms", n);
     bench_json_num(out, "tp", j->tp);
     bench_json_num(out, "failed_pct", pct);
     bench_json_stat(out, "kvx_us", ks);
+    bench_json_stat(out, "decode_us", ds);
     bench_json_stat(out, "allreduce_us", ms);
     bench_json_stat(out, "iallreduce_us", bs);
     bench_json_num(out, "ratio", ratio);
@@ -258,6 +266,7 @@ static void agree_row(agree_job_t *j, bench_out_t *out, int n, double pct, int n
     free(m);
     free(g);
     free(b);
+    free(d);
 }
 
 /* Every (rooms, failed) point of one TP size. */
@@ -347,17 +356,19 @@ static void agree_header(bench_out_t *out, const bench_opts_t *o)
                     "method: per repetition, N rooms opened and registered by one round "
                     "(\"register\"), pages moved, the failed share aborted by prefill tp T-1; "
                     "then, every rank holding its final state, rounds back to back until every "
-                    "room is agreed on every rank (kvx); %d reps; slowest rank; median",
+                    "room is agreed on every rank (kvx); decode: until every room is agreed on "
+                    "every decode rank (the outcome the decode acts on; a prefill rank concludes "
+                    "only once it heard it); %d reps; slowest rank; median",
                     o->reps);
     bench_out_setup(out, "baseline: one MPI_Allreduce(MIN) of N+1 int32 over each instance's TP "
                          "ranks, both instances at once; ratio = median of paired kvx/allreduce; "
                          "iallreduce: the same as MPI_Iallreduce spun with MPI_Test (what a round "
                          "starts with)");
     bench_out_heads(out,
-                    " tp  rooms failed failed rounds  register        kvx       min       max  "
-                    "allreduce       min iallreduce   ratio  check",
-                    "       (#)    (%)    (#)    (#)      (us)       (us)                          "
-                    " (us)                 (us) kvx/MPI       ");
+                    " tp  rooms failed failed rounds  register        kvx       min       max    "
+                    "decode  allreduce       min iallreduce   ratio  check",
+                    "       (#)    (%)    (#)    (#)      (us)       (us)                         "
+                    "  (us)       (us)                 (us) kvx/MPI       ");
 }
 
 int bench_agree(const bench_opts_t *o)
