@@ -14,6 +14,8 @@
 #include "core/base/msg.h"
 #include "core/link/peer.h"
 #include "core/room/room.h"
+#include "core/room/sender.h"
+#include "core/xfer/target.h"
 #include "room_steps.h"
 #include "util/failure.h"
 #include "util/time.h"
@@ -495,4 +497,66 @@ Test(deadline, none_once_every_page_is_delivered, .init = pair_setup, .fini = pa
                      "abort refused: every page was delivered; the decode decides the outcome");
     pair_deliver(&pr);
     cr_expect_eq(pair_state(pr.P, 7), KVX_ROOM_SUCCESS);
+}
+
+/* The prefill's closed incarnations (sender_bury()): the latest
+ * KVX_DEAD_NONCES of them are stale (their late messages are dropped), an
+ * older one is not, a nonce buried twice takes one place, and every entry
+ * stays found as entries come and go. The nonces are pseudo-random (as
+ * rank << 32 | count spreads too evenly to make the set probe): entries
+ * share slots, and an eviction that broke a probe run would lose one. */
+static uint64_t bury_one(uint64_t nonce)
+{
+    room_t room;
+    target_t t;
+
+    memset(&room, 0, sizeof(room));
+    memset(&t, 0, sizeof(t));
+    room.side = KVX_ROLE_PREFILL;
+    room.targets = &t;
+    room.ntargets = 1;
+    t.nonce = nonce;
+    sender_bury(pr.P, &room);
+    return nonce;
+}
+
+static int stale(uint64_t nonce)
+{
+    return sender_msg_stale(pr.P, NULL, &pr.P->peers[1], nonce);
+}
+
+Test(stale, the_latest_closed_incarnations, .init = pair_setup, .fini = pair_teardown)
+{
+    enum { N = 4 * KVX_DEAD_NONCES };
+    uint64_t *nonce = malloc(N * sizeof(uint64_t)), x = 88172645463325252ull;
+
+    cr_assert_not_null(nonce);
+    for (int k = 0; k < N; k++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        nonce[k] = x;
+    }
+    bury_one(nonce[0]);
+    bury_one(nonce[0]);
+    for (int k = 1; k < KVX_DEAD_NONCES; k++) {
+        bury_one(nonce[k]);
+    }
+    for (int k = 0; k < KVX_DEAD_NONCES; k++) {
+        cr_assert_eq(stale(nonce[k]), 1, "nonce %d of %d", k, KVX_DEAD_NONCES);
+    }
+    cr_expect_eq(stale(nonce[KVX_DEAD_NONCES]), 0, "never buried");
+    /* Three times over: every nonce evicts the oldest; the last
+     * KVX_DEAD_NONCES stay found, the rest are gone. */
+    for (int k = KVX_DEAD_NONCES; k < N; k++) {
+        bury_one(nonce[k]);
+        cr_assert_eq(stale(nonce[k - KVX_DEAD_NONCES]), 0, "nonce %d evicted", k - KVX_DEAD_NONCES);
+        cr_assert_eq(stale(nonce[k - KVX_DEAD_NONCES + 1]), 1, "nonce %d kept",
+                     k - KVX_DEAD_NONCES + 1);
+    }
+    for (int k = 0; k < N; k++) {
+        cr_assert_eq(stale(nonce[k]), k >= N - KVX_DEAD_NONCES, "nonce %d", k);
+    }
+    cr_expect_eq(stale(0), 0, "a FAIL before the grant names no incarnation");
+    free(nonce);
 }

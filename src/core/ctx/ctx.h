@@ -81,8 +81,11 @@ struct kvx_ctx {
     /* Prefill: the decode incarnations (nonces) of rooms this rank closed,
      * the latest KVX_DEAD_NONCES of them: their late messages are dropped,
      * never kept for (or applied to) a new room with the same id. */
-    uint64_t dead_nonce[KVX_DEAD_NONCES];
+    uint64_t dead_nonce[KVX_DEAD_NONCES]; /* a ring: the oldest is overwritten */
     unsigned dead_next;
+    /* The ring's nonces again, for the lookup of every message's nonce:
+     * open addressing, 0 an empty slot (sender_dead_has()). */
+    uint64_t dead_set[2 * KVX_DEAD_NONCES];
     int api_waiting; /* API threads waiting for the lock (atomic) */
     int tp_broken;   /* a TP sibling is lost: no collective on tp_comm any more */
     /* Why, when not by a loss: the TP ranks went out of step (status is

@@ -574,11 +574,78 @@ void sender_learn_nonce(room_t *room, const peer_t *peer, uint64_t nonce)
     }
 }
 
+/* The dead nonces' set: linear probing over 2 x KVX_DEAD_NONCES slots (at
+ * most half full), a multiplicative hash of the nonce (rank << 32 | count). */
+#define DEAD_SLOTS (2 * KVX_DEAD_NONCES)
+
+static size_t dead_home(uint64_t nonce)
+{
+    return (size_t)((nonce * 0x9e3779b97f4a7c15ull) >> 32) & (DEAD_SLOTS - 1);
+}
+
+/* The slot of nonce, or of the empty slot where it would go. */
+static size_t dead_find(const kvx_ctx_t *ctx, uint64_t nonce)
+{
+    size_t i = dead_home(nonce);
+
+    while (ctx->dead_set[i] != 0 && ctx->dead_set[i] != nonce) {
+        i = (i + 1) & (DEAD_SLOTS - 1);
+    }
+    return i;
+}
+
+static int sender_dead_has(const kvx_ctx_t *ctx, uint64_t nonce)
+{
+    return nonce != 0 && ctx->dead_set[dead_find(ctx, nonce)] == nonce;
+}
+
+/* Removes nonce from the set, moving later entries of its probe run back so
+ * that every entry stays reachable from its home slot. */
+static void dead_remove(kvx_ctx_t *ctx, uint64_t nonce)
+{
+    size_t i = dead_find(ctx, nonce), j = i;
+
+    if (ctx->dead_set[i] != nonce) {
+        return;
+    }
+    for (;;) {
+        size_t home;
+
+        j = (j + 1) & (DEAD_SLOTS - 1);
+        if (ctx->dead_set[j] == 0) {
+            break;
+        }
+        home = dead_home(ctx->dead_set[j]);
+        /* The entry at j may fill the hole at i unless its home lies
+         * cyclically in (i, j]. */
+        if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
+            ctx->dead_set[i] = ctx->dead_set[j];
+            i = j;
+        }
+    }
+    ctx->dead_set[i] = 0;
+}
+
+static void dead_add(kvx_ctx_t *ctx, uint64_t nonce)
+{
+    unsigned at = ctx->dead_next % KVX_DEAD_NONCES;
+
+    if (sender_dead_has(ctx, nonce)) {
+        return; /* once in the ring, so that evicting it means it is gone */
+    }
+    if (ctx->dead_nonce[at] != 0) {
+        dead_remove(ctx, ctx->dead_nonce[at]); /* the oldest gives way */
+    }
+    ctx->dead_nonce[at] = nonce;
+    ctx->dead_next++;
+    ctx->dead_set[dead_find(ctx, nonce)] = nonce;
+}
+
 void sender_bury(kvx_ctx_t *ctx, const room_t *room)
 {
     for (unsigned i = 0; room->side == KVX_ROLE_PREFILL && i < room->ntargets; i++) {
         if (room->targets[i].nonce != 0) {
-            ctx->dead_nonce[ctx->dead_next++ % KVX_DEAD_NONCES] = room->targets[i].nonce;
+            dead_add(ctx, room->targets[i].nonce);
         }
     }
 }
@@ -599,12 +666,10 @@ int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *pee
             break;
         }
     }
-    /* Newest first: the usual late message (AGREED, RECEIVED) is about a
-     * room closed a moment ago -- even when the id is open again. */
-    for (unsigned k = 0; k < KVX_DEAD_NONCES && k < ctx->dead_next; k++) {
-        if (ctx->dead_nonce[(ctx->dead_next - 1 - k) % KVX_DEAD_NONCES] == nonce) {
-            return 1;
-        }
+    /* A late message (AGREED, RECEIVED) about a room closed a moment ago --
+     * even when the id is open again. */
+    if (sender_dead_has(ctx, nonce)) {
+        return 1;
     }
     return other ? 2 : 0;
 }
