@@ -964,7 +964,9 @@ typedef struct kvx_agreed {
  * (earliest stage, then lowest origin rank) and hands it to every rank; plus,
  * only when rooms were opened since the last round, one MPI_Iallgather that
  * gives them a common place in the state vector (with, per room, whether this
- * rank has held it for more than KVX_TP_TIMEOUT). A room some TP rank does not
+ * rank has held it for more than KVX_TP_TIMEOUT; a decode rank also lists,
+ * for 4 x KVX_TP_TIMEOUT, the rooms it concluded because a sibling lacked
+ * them, for a sibling that opens one late). A room some TP rank does not
  * hold is not agreed yet; once a rank has held it for KVX_TP_TIMEOUT it is
  * agreed FAILED on every rank that holds it (KVX_ERR_OUT_OF_STEP, naming the
  * lowest TP rank that lacks it). On a decode instance under TP each SUCCESS
