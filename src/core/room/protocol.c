@@ -241,15 +241,16 @@ static void protocol_room_msg(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m, cons
  * its own incarnation), as if it had come alone. */
 static void protocol_agreed(kvx_ctx_t *ctx, peer_t *peer, const msg_t *m)
 {
-    for (uint32_t i = 0; i < m->u.agreed.count; i++) {
-        msg_agreed_room_t e;
-        msg_t one = *m;
+    msg_t one = *m; /* once: a message is some 500 bytes, and AGREED lists up to
+                       MSG_AGREED_MAX rooms */
+    msg_agreed_room_t e;
 
+    one.u.agreed.count = 1;
+    one.rooms = &e;
+    for (uint32_t i = 0; i < m->u.agreed.count; i++) {
         memcpy(&e, (const char *)m->rooms + (size_t)i * sizeof(e), sizeof(e));
         one.hdr.room = e.room;
         one.hdr.nonce = e.nonce;
-        one.u.agreed.count = 1;
-        one.rooms = &e;
         protocol_room_msg(ctx, peer, &one, NULL, 0);
     }
 }
