@@ -321,9 +321,17 @@ static int agree_cmp_tomb(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Drops the tombstones past their life and those of ids this rank opened
- * again (a room not agreed yet: a new incarnation), and copies the rest,
- * sorted by id, for this round's phase C. */
+static int agree_cmp_id_room(const void *key, const void *elem)
+{
+    uint64_t x = *(const uint64_t *)key, y = (*(room_t *const *)elem)->id;
+
+    return x < y ? -1 : x > y;
+}
+
+/* Drops the tombstones past their life and those of ids this rank holds
+ * fresh (a room of the id opened again: a new incarnation, which is fresh
+ * in at least the round after its open), and copies the rest, sorted by id,
+ * for this round's phase C: no id is both fresh and a tombstone here. */
 static kvx_status_t agree_collect_tombs(kvx_ctx_t *ctx, struct kvx_agree *a)
 {
     agree_table_t *t = ctx->agree;
@@ -331,9 +339,8 @@ static kvx_status_t agree_collect_tombs(kvx_ctx_t *ctx, struct kvx_agree *a)
     size_t kept = 0;
 
     for (size_t i = 0; i < t->ntomb; i++) {
-        const room_t *room = room_find(ctx, t->tomb[i].id);
-
-        if (now < t->tomb[i].until && (room == NULL || !room->user_open || room->agreed)) {
+        if (now < t->tomb[i].until && bsearch(&t->tomb[i].id, a->fresh, a->nfresh, sizeof(room_t *),
+                                              agree_cmp_id_room) == NULL) {
             t->tomb[kept++] = t->tomb[i];
         }
     }
@@ -758,12 +765,11 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
         if (a->mine == NULL || a->all == NULL) {
             return KVX_ERR_NO_MEMORY;
         }
-        /* Both lists are sorted by id: merged, the list stays sorted. A
-         * tombstone of an id held fresh here is not listed (collect_tombs
-         * dropped it). */
+        /* Both lists are sorted by id and share none (agree_collect_tombs()):
+         * merged, the list stays sorted. */
+        a->mine[0] = a->nfresh + a->ntomb;
         for (size_t i = 0, j = 0, n = 0; i < a->nfresh || j < a->ntomb; n++) {
-            if (j == a->ntomb || (i < a->nfresh && a->fresh[i]->id <= a->tomb[j].id)) {
-                j += j < a->ntomb && a->tomb[j].id == a->fresh[i]->id;
+            if (j == a->ntomb || (i < a->nfresh && a->fresh[i]->id < a->tomb[j].id)) {
                 a->mine[n + 1] = a->fresh[i]->id;
                 a->mine[1 + a->M + n] =
                     now - a->fresh[i]->opened > ctx->cfg.tp_timeout ? AGREE_FRESH_EXPIRED : 0;
@@ -773,7 +779,6 @@ static kvx_status_t agree_post_bc(kvx_ctx_t *ctx, struct kvx_agree *a)
                 a->mine[1 + a->M + n] = AGREE_TOMB_FLAGS(a->tomb[j].lacking, a->tomb[j].holder);
                 j++;
             }
-            a->mine[0] = n + 1;
         }
         status = KVX_MPI_CALL(MPI_Iallgather(a->mine, (int)(2 * a->M + 1), MPI_UINT64_T, a->all,
                                              (int)(2 * a->M + 1), MPI_UINT64_T, ctx->tp_comm,

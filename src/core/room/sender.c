@@ -594,7 +594,7 @@ static size_t dead_find(const kvx_ctx_t *ctx, uint64_t nonce)
     return i;
 }
 
-static int sender_dead_has(const kvx_ctx_t *ctx, uint64_t nonce)
+static int dead_has(const kvx_ctx_t *ctx, uint64_t nonce)
 {
     return nonce != 0 && ctx->dead_set[dead_find(ctx, nonce)] == nonce;
 }
@@ -630,7 +630,7 @@ static void dead_add(kvx_ctx_t *ctx, uint64_t nonce)
 {
     unsigned at = ctx->dead_next % KVX_DEAD_NONCES;
 
-    if (sender_dead_has(ctx, nonce)) {
+    if (dead_has(ctx, nonce)) {
         return; /* once in the ring, so that evicting it means it is gone */
     }
     if (ctx->dead_nonce[at] != 0) {
@@ -668,7 +668,7 @@ int sender_msg_stale(const kvx_ctx_t *ctx, const room_t *room, const peer_t *pee
     }
     /* A late message (AGREED, RECEIVED) about a room closed a moment ago --
      * even when the id is open again. */
-    if (sender_dead_has(ctx, nonce)) {
+    if (dead_has(ctx, nonce)) {
         return 1;
     }
     return other ? 2 : 0;
