@@ -34,13 +34,14 @@ build=$top/build
 # `pkg-config --static --libs kvx` resolve hwloc's private -ludev; doxygen
 # writes the API man pages kvx_*(3); libjansson-dev lets kvx-demo --trace
 # read JSON-lines traces; libxxhash-dev gives the XXH3 digests of KVX_VERIFY;
+# nettle-dev the HMAC-SHA256 of the join handshake's key proofs;
 # python3-dev builds the kvx Python package
 # (python/kvx), and mpi4py, numpy, torch (CPU) and pytest run its tests.
 packages="build-essential autoconf automake libtool autoconf-archive pkg-config \
 libopenmpi-dev openmpi-bin libucx-dev ucx-utils libhwloc-dev hwloc-nox libcriterion-dev \
 slurmctld slurmd slurm-client munge iproute2 util-linux mount nftables \
 clang libclang-rt-14-dev valgrind jq gnuplot-nox spin libudev-dev doxygen libjansson-dev \
-libxxhash-dev python3-dev python3-mpi4py python3-numpy python3-torch python3-pytest"
+libxxhash-dev nettle-dev python3-dev python3-mpi4py python3-numpy python3-torch python3-pytest"
 
 missing=
 for p in $packages; do
