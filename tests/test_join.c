@@ -50,6 +50,7 @@ static join_hello_t hello_of(const char *name)
     h.kv.page_layout = KVX_PAGE_NHD;
     h.num_pages = 4096;
     h.aux_item_size = 64;
+    h.place = -1;
     snprintf(h.name, sizeof(h.name), "%s", name);
     return h;
 }
@@ -163,6 +164,15 @@ Test(join, headers_are_checked)
     join_challenge_encode(job_nonce, frame);
     cr_expect_eq(join_header_decode(frame, &type, &len, why, sizeof(why)), 0);
     cr_expect_eq(type, JOIN_CHALLENGE);
+    /* Only the frames of a proven side may be large. */
+    frame[8] = 0;
+    frame[9] = 0x10; /* 4096 bytes */
+    cr_expect_neq(join_header_decode(frame, &type, &len, why, sizeof(why)), 0);
+    cr_expect_str_eq(why, "a join frame of 4096 bytes, at most 1024");
+    frame[6] = JOIN_DESC;
+    cr_expect_eq(join_header_decode(frame, &type, &len, why, sizeof(why)), 0, "%s", why);
+    join_challenge_encode(job_nonce, frame);
+    join_header_decode(frame, &type, &len, why, sizeof(why));
     cr_expect_eq(len, JOIN_NONCE_BYTES);
     memcpy(frame, "GET / HTTP/1.1\r\n", 12);
     cr_expect_neq(join_header_decode(frame, &type, &len, why, sizeof(why)), 0);
@@ -180,7 +190,8 @@ Test(join, headers_are_checked)
 
 Test(join, welcome_proves_the_job_holds_the_key)
 {
-    join_welcome_t w = { 2, 3, { 1, 3 }, { 4, 2 } }, got;
+    join_door_t doors[2] = { { 0, "127.0.0.1:4000" }, { 3, "[::1]:4001" } };
+    join_welcome_t w = { 2, 3, { 1, 3 }, { 4, 2 }, 2, doors }, got;
     uint8_t frame[JOIN_FRAME_MAX], joiner[JOIN_NONCE_BYTES], wrong[JOIN_KEY_BYTES];
     size_t n;
     char why[256];
@@ -194,6 +205,11 @@ Test(join, welcome_proves_the_job_holds_the_key)
     cr_expect_eq(got.generation, 3);
     cr_expect_eq(got.count[1], 3);
     cr_expect_eq(got.tp[0], 4);
+    cr_assert_eq(got.ndoors, 2);
+    cr_expect_eq(got.doors[1].rank, 3);
+    cr_expect_str_eq(got.doors[1].addr, "[::1]:4001");
+    cr_expect_eq(n, join_welcome_size(&w));
+    free(got.doors);
     memcpy(wrong, key, sizeof(wrong));
     wrong[5] ^= 1;
     cr_expect_neq(join_welcome_decode(frame + JOIN_HEADER, (uint32_t)(n - JOIN_HEADER), wrong,
@@ -305,6 +321,29 @@ static kvx_status_t door_admit(void *arg, const join_hello_t *h, const char *pee
     return KVX_OK;
 }
 
+/* The descriptor exchange: the job rank's reply is the joiner's bytes
+ * reversed; a descriptor that starts with 'X' is refused. */
+static kvx_status_t door_describe(void *arg, const join_hello_t *h, const char *peer,
+                                  const uint8_t *desc, size_t len, void **reply, size_t *reply_len,
+                                  char *why, size_t why_len)
+{
+    uint8_t *r;
+
+    (void)arg;
+    if (len > 0 && desc[0] == 'X') {
+        snprintf(why, why_len, "%s[%d].tp%d (%s) sent a descriptor this rank refuses",
+                 kvx_role_name((kvx_role_t)h->role), h->place, h->tp_rank, peer);
+        return KVX_ERR_PROTOCOL;
+    }
+    r = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) {
+        r[i] = desc[len - 1 - i];
+    }
+    *reply = r;
+    *reply_len = len;
+    return KVX_OK;
+}
+
 static void *door_run(void *arg)
 {
     door_t *d = arg;
@@ -332,8 +371,9 @@ static void door_open(door_t *d, uint64_t timeout_ns)
     log_configure(KVX_LOG_INFO, log_path);
     memset(d, 0, sizeof(*d));
     pthread_mutex_init(&d->lock, NULL);
-    cr_assert_eq(rdv_open(&d->rdv, NULL, key, timeout_ns, door_admit, d, why, sizeof(why)), 0, "%s",
-                 why);
+    cr_assert_eq(
+        rdv_open(&d->rdv, NULL, key, timeout_ns, door_admit, door_describe, d, why, sizeof(why)), 0,
+        "%s", why);
     cr_assert(strncmp(d->rdv.addr, "127.0.0.1:", 10) == 0, "listens at %s", d->rdv.addr);
     cr_assert_eq(pthread_create(&d->thread, NULL, door_run, d), 0);
 }
@@ -428,6 +468,7 @@ static void good_joiner(door_t *d, int expect_instance)
     cr_expect_eq(w.instance, expect_instance);
     cr_expect_eq(w.generation, 1);
     cr_expect_eq(w.tp[1], 2);
+    free(w.doors);
 }
 
 Test(rendezvous, a_joiner_with_the_key_is_welcomed_and_a_mismatch_refused_with_both_values)
@@ -630,24 +671,65 @@ Test(rendezvous, listen_addresses)
     rdv_t r;
     char why[256];
 
-    cr_expect_eq(rdv_open(&r, ":0", key, KVX_NS_PER_S, door_admit, NULL, why, sizeof(why)), 0, "%s",
-                 why);
+    cr_expect_eq(
+        rdv_open(&r, ":0", key, KVX_NS_PER_S, door_admit, door_describe, NULL, why, sizeof(why)), 0,
+        "%s", why);
     cr_expect(strncmp(r.addr, "127.0.0.1:", 10) == 0, "%s", r.addr);
     rdv_close(&r);
-    cr_expect_eq(rdv_open(&r, "lo", key, KVX_NS_PER_S, door_admit, NULL, why, sizeof(why)), 0, "%s",
-                 why);
+    cr_expect_eq(
+        rdv_open(&r, "lo", key, KVX_NS_PER_S, door_admit, door_describe, NULL, why, sizeof(why)), 0,
+        "%s", why);
     cr_expect(strncmp(r.addr, "127.0.0.1:", 10) == 0, "%s", r.addr);
     rdv_close(&r);
-    cr_expect_eq(rdv_open(&r, "[::1]:0", key, KVX_NS_PER_S, door_admit, NULL, why, sizeof(why)), 0,
-                 "%s", why);
+    cr_expect_eq(rdv_open(&r, "[::1]:0", key, KVX_NS_PER_S, door_admit, door_describe, NULL, why,
+                          sizeof(why)),
+                 0, "%s", why);
     cr_expect(strncmp(r.addr, "[::1]:", 6) == 0, "%s", r.addr);
     rdv_close(&r);
-    cr_expect_neq(
-        rdv_open(&r, "no-such-if0", key, KVX_NS_PER_S, door_admit, NULL, why, sizeof(why)), 0);
+    cr_expect_neq(rdv_open(&r, "no-such-if0", key, KVX_NS_PER_S, door_admit, door_describe, NULL,
+                           why, sizeof(why)),
+                  0);
     cr_expect_str_eq(why, "\"no-such-if0\" is neither a numeric address nor an interface with an "
                           "IPv4 address");
-    cr_expect_neq(
-        rdv_open(&r, "1.2.3.4:99999", key, KVX_NS_PER_S, door_admit, NULL, why, sizeof(why)), 0);
+    cr_expect_neq(rdv_open(&r, "1.2.3.4:99999", key, KVX_NS_PER_S, door_admit, door_describe, NULL,
+                           why, sizeof(why)),
+                  0);
     cr_expect(strstr(why, "cannot read the listen address") != NULL, "%s", why);
     rdv_close(&r);
+}
+
+Test(rendezvous, a_placed_joiner_exchanges_descriptors_and_a_bad_one_is_refused)
+{
+    door_t d;
+    join_hello_t h = hello_of("decode-2-tp1");
+    join_welcome_t w;
+    kvx_failure_t why;
+    const char mine[] = "descriptor of decode[2].tp1";
+    void *reply = NULL;
+    size_t reply_len = 0;
+    uint64_t welcomed, refused, dropped;
+
+    door_open(&d, 5 * KVX_NS_PER_S);
+    h.place = 2;
+    h.tp_rank = 1;
+    h.generation = 1;
+    cr_assert_eq(rdv_join_desc(d.rdv.addr, key, &h, mine, sizeof(mine), 5 * KVX_NS_PER_S, &w,
+                               &reply, &reply_len, &why),
+                 KVX_OK, "%s", why.text);
+    cr_assert_eq(reply_len, sizeof(mine));
+    for (size_t i = 0; i < sizeof(mine); i++) {
+        cr_expect_eq(((uint8_t *)reply)[i], (uint8_t)mine[sizeof(mine) - 1 - i]);
+    }
+    free(reply);
+    free(w.doors);
+    cr_expect_eq(
+        rdv_join_desc(d.rdv.addr, key, &h, "X", 1, 5 * KVX_NS_PER_S, &w, &reply, &reply_len, &why),
+        KVX_ERR_PROTOCOL);
+    cr_expect(strstr(why.text, "refused: decode[2].tp1 (127.0.0.1:") != NULL, "%s", why.text);
+    cr_expect_null(reply);
+    door_counts(&d, &welcomed, &refused, &dropped);
+    cr_expect_eq(welcomed, 1);
+    cr_expect_eq(refused, 1);
+    cr_expect(log_has("welcomed 127.0.0.1:", "as decode[2].tp1, generation 1"));
+    door_close(&d);
 }

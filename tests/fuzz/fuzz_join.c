@@ -8,7 +8,8 @@
  *   1  the fields of a hello from a joiner that holds the key: the target
  *      proves them itself, so the fuzzer reaches every field check (a
  *      frame of the fuzzer's own cannot carry a valid proof);
- *   2  the fields of a welcome from a job that holds the key, likewise.
+ *   2  the fields of a welcome from a job that holds the key, likewise
+ *      (with its doors).
  * Properties: no read outside the input (ASan), no undefined behaviour, and
  * whatever decodes is what the encoder writes for the decoded values, within
  * their limits; a refusal's text is printable and terminated.
@@ -60,7 +61,6 @@ static void check_hello(const uint8_t *body, uint32_t len)
 static void check_welcome(const uint8_t *body, uint32_t len)
 {
     join_welcome_t w;
-    uint8_t again[JOIN_FRAME_MAX];
     char why[256];
 
     if (join_welcome_decode(body, len, key, job_nonce, joiner_nonce, &w, why, sizeof(why)) != 0) {
@@ -69,10 +69,14 @@ static void check_welcome(const uint8_t *body, uint32_t len)
     if (w.instance < 0 || w.generation == 0 || w.tp[0] < 1 || w.tp[1] < 1) {
         fail("a welcome outside its limits was accepted");
     }
+    uint8_t *again = malloc(join_welcome_size(&w));
+
     if (join_welcome_encode(&w, key, job_nonce, joiner_nonce, again) != JOIN_HEADER + len ||
         memcmp(again + JOIN_HEADER, body, len) != 0) {
         fail("an accepted welcome is not what the encoder writes for it");
     }
+    free(again);
+    free(w.doors);
 }
 
 static void check_refuse(const uint8_t *body, uint32_t len)
@@ -144,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < JOIN_HEADER || join_header_decode(data, &type, &len, why, sizeof(why)) != 0) {
         return 0;
     }
-    if (len > JOIN_BODY_MAX) {
+    if (len > (type == JOIN_WELCOME || type == JOIN_DESC ? JOIN_DESC_MAX : JOIN_BODY_MAX)) {
         fail("a header over the body limit was accepted");
     }
     if (len > size - JOIN_HEADER) {
@@ -160,6 +164,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_welcome(body, len);
     } else if (type == JOIN_REFUSE) {
         check_refuse(body, len);
+    } else if (type == JOIN_DESC) {
+        const uint8_t *d;
+        size_t n;
+
+        if (join_desc_decode(body, len, data[0] & 1, key, job_nonce, joiner_nonce, &d, &n, why,
+                             sizeof(why)) == 0 &&
+            (d < body || d + n != body + len)) {
+            fail("a descriptor outside its frame");
+        }
     } else {
         uint8_t nonce[JOIN_NONCE_BYTES];
 

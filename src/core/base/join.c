@@ -14,6 +14,7 @@
 #include <nettle/hmac.h>
 #include <nettle/memops.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -22,6 +23,8 @@
 
 static const char JOIN_LABEL_HELLO[] = "kvx-join-hello";
 static const char JOIN_LABEL_WELCOME[] = "kvx-join-welcome";
+static const char JOIN_LABEL_DESC_JOINER[] = "kvx-join-desc-joiner";
+static const char JOIN_LABEL_DESC_JOB[] = "kvx-join-desc-job";
 
 static int join_fail(char *why, size_t len, const char *fmt, ...)
 {
@@ -134,11 +137,15 @@ int join_header_decode(const uint8_t *buf, join_type_t *type, uint32_t *body_len
         return join_fail(why, why_len, "join protocol version %u, this kvx speaks %u", vt & 0xffff,
                          JOIN_VERSION);
     }
-    if ((vt >> 16) < JOIN_CHALLENGE || (vt >> 16) > JOIN_REFUSE) {
+    if ((vt >> 16) < JOIN_CHALLENGE || (vt >> 16) > JOIN_DESC) {
         return join_fail(why, why_len, "unknown join frame type %u", vt >> 16);
     }
-    if (len > JOIN_BODY_MAX) {
-        return join_fail(why, why_len, "a join frame of %u bytes, at most %u", len, JOIN_BODY_MAX);
+    /* Only a side that proved the key sends the large frames. */
+    uint32_t max =
+        (vt >> 16) == JOIN_WELCOME || (vt >> 16) == JOIN_DESC ? JOIN_DESC_MAX : JOIN_BODY_MAX;
+
+    if (len > max) {
+        return join_fail(why, why_len, "a join frame of %u bytes, at most %u", len, max);
     }
     *type = (join_type_t)(vt >> 16);
     *body_len = len;
@@ -199,6 +206,9 @@ size_t join_hello_encode(const join_hello_t *h, const uint8_t key[JOIN_KEY_BYTES
     wr_u64(&w, h->num_pages);
     wr_u64(&w, h->aux_item_size);
     wr_u64(&w, h->page_stride);
+    wr_u32(&w, (uint32_t)(h->place + 1));
+    wr_u32(&w, (uint32_t)h->tp_rank);
+    wr_u32(&w, h->generation);
     wr_u32(&w, (uint32_t)name_len);
     wr_bytes(&w, h->name, name_len);
     join_mac(key, JOIN_LABEL_HELLO, job_nonce, h->nonce, body + HELLO_FIELDS_AT,
@@ -239,10 +249,14 @@ int join_hello_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOIN_
         { "pages", 1, 1ull << 40 },
         { "aux item size", 0, 1ull << 30 },
         { "page stride", 0, 1ull << 40 },
+        { "place + 1", 0, 1u << 16 },
+        { "TP rank", 0, 4095 },
+        { "generation", 0, 1u << 31 },
         { "name length", 0, JOIN_NAME_MAX - 1 },
     };
+    enum { NV = sizeof(limits) / sizeof(limits[0]) };
     uint8_t mac[JOIN_MAC_BYTES];
-    uint64_t v[13];
+    uint64_t v[NV];
     rd_t r = { body + HELLO_FIELDS_AT, body + len };
 
     if (len < HELLO_FIELDS_AT) {
@@ -255,11 +269,12 @@ int join_hello_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOIN_
     }
     memset(h, 0, sizeof(*h));
     memcpy(h->nonce, body, JOIN_NONCE_BYTES);
-    for (int i = 0; i < 13; i++) {
+    for (int i = 0; i < NV; i++) {
         uint32_t u = 0;
-        int bad = i >= 9 && i < 12 ? rd_u64(&r, &v[i]) : rd_u32(&r, &u);
+        int wide = i >= 9 && i < 12; /* pages, aux item size, page stride */
+        int bad = wide ? rd_u64(&r, &v[i]) : rd_u32(&r, &u);
 
-        if (i < 9 || i == 12) {
+        if (!wide) {
             v[i] = u;
         }
         if (bad) {
@@ -269,13 +284,17 @@ int join_hello_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOIN_
             return -1;
         }
     }
-    if (rd_bytes(&r, h->name, (size_t)v[12]) != 0) {
+    if (v[12] > 0 && v[13] >= v[1]) {
+        return join_fail(why, why_len, "hello: TP rank %llu of an instance of TP %llu",
+                         (unsigned long long)v[13], (unsigned long long)v[1]);
+    }
+    if (rd_bytes(&r, h->name, (size_t)v[NV - 1]) != 0) {
         return join_fail(why, why_len, "hello: ends inside its name");
     }
     if (r.p != r.end) {
         return join_fail(why, why_len, "hello: %zu bytes after its name", (size_t)(r.end - r.p));
     }
-    for (uint64_t i = 0; i < v[12]; i++) {
+    for (uint64_t i = 0; i < v[NV - 1]; i++) {
         if (h->name[i] < 0x20 || h->name[i] > 0x7e) {
             return join_fail(why, why_len, "hello: the name holds byte 0x%02x",
                              (unsigned char)h->name[i]);
@@ -293,10 +312,23 @@ int join_hello_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOIN_
     h->num_pages = v[9];
     h->aux_item_size = v[10];
     h->page_stride = v[11];
+    h->place = (int32_t)v[12] - 1;
+    h->tp_rank = (int32_t)v[13];
+    h->generation = (uint32_t)v[14];
     return 0;
 }
 
-#define WELCOME_FIELDS 24u
+#define WELCOME_FIELDS 28u /* without the doors */
+
+size_t join_welcome_size(const join_welcome_t *w)
+{
+    size_t n = JOIN_HEADER + JOIN_MAC_BYTES + WELCOME_FIELDS;
+
+    for (uint32_t i = 0; i < w->ndoors; i++) {
+        n += 8 + strnlen(w->doors[i].addr, JOIN_ADDR_MAX - 1);
+    }
+    return n;
+}
 
 size_t join_welcome_encode(const join_welcome_t *wl, const uint8_t key[JOIN_KEY_BYTES],
                            const uint8_t job_nonce[JOIN_NONCE_BYTES],
@@ -311,9 +343,59 @@ size_t join_welcome_encode(const join_welcome_t *wl, const uint8_t key[JOIN_KEY_
         wr_u32(&w, (uint32_t)wl->count[i]);
         wr_u32(&w, (uint32_t)wl->tp[i]);
     }
+    wr_u32(&w, wl->ndoors);
+    for (uint32_t i = 0; i < wl->ndoors; i++) {
+        size_t n = strnlen(wl->doors[i].addr, JOIN_ADDR_MAX - 1);
+
+        wr_u32(&w, (uint32_t)wl->doors[i].rank);
+        wr_u32(&w, (uint32_t)n);
+        wr_bytes(&w, wl->doors[i].addr, n);
+    }
     join_mac(key, JOIN_LABEL_WELCOME, joiner_nonce, job_nonce, body + JOIN_MAC_BYTES,
-             WELCOME_FIELDS, body);
-    return join_frame(out, JOIN_WELCOME, JOIN_MAC_BYTES + WELCOME_FIELDS);
+             (size_t)(w.p - body) - JOIN_MAC_BYTES, body);
+    return join_frame(out, JOIN_WELCOME, (size_t)(w.p - body));
+}
+
+/* The doors of a welcome, after its fixed fields. */
+static int join_doors_decode(rd_t *r, uint32_t n, join_door_t **doors_p, char *why, size_t why_len)
+{
+    join_door_t *doors;
+
+    /* Counted before anything is allocated for them: each takes 8 bytes. */
+    if (n > JOIN_DOORS_MAX || (size_t)n * 8 > (size_t)(r->end - r->p)) {
+        return join_fail(why, why_len, "welcome: %u doors, at most %u in %zu bytes", n,
+                         JOIN_DOORS_MAX, (size_t)(r->end - r->p));
+    }
+    doors = n > 0 ? calloc(n, sizeof(*doors)) : NULL;
+    if (n > 0 && doors == NULL) {
+        return join_fail(why, why_len, "welcome: no memory for %u doors", n);
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t rank, len;
+
+        if (rd_u32(r, &rank) != 0 || rd_u32(r, &len) != 0 || len >= JOIN_ADDR_MAX ||
+            (int32_t)rank < 0 || rd_bytes(r, doors[i].addr, len) != 0) {
+            free(doors);
+            return join_fail(why, why_len, "welcome: door %u is malformed", i);
+        }
+        doors[i].rank = (int32_t)rank;
+        for (uint32_t c = 0; c < len; c++) {
+            unsigned char b = (unsigned char)doors[i].addr[c];
+
+            if (b < 0x21 || b > 0x7e) {
+                free(doors);
+                return join_fail(why, why_len, "welcome: door %u's address holds byte 0x%02x", i,
+                                 b);
+            }
+        }
+    }
+    if (r->p != r->end) {
+        free(doors);
+        return join_fail(why, why_len, "welcome: %zu bytes after its doors",
+                         (size_t)(r->end - r->p));
+    }
+    *doors_p = doors;
+    return 0;
 }
 
 int join_welcome_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOIN_KEY_BYTES],
@@ -323,18 +405,20 @@ int join_welcome_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOI
 {
     uint8_t mac[JOIN_MAC_BYTES];
     rd_t r = { body + JOIN_MAC_BYTES, body + len };
-    uint32_t v[6];
+    join_door_t *doors = NULL;
+    uint32_t v[7];
 
-    if (len != JOIN_MAC_BYTES + WELCOME_FIELDS) {
-        return join_fail(why, why_len, "a welcome of %u bytes, not %u", len,
+    memset(wl, 0, sizeof(*wl));
+    if (len < JOIN_MAC_BYTES + WELCOME_FIELDS) {
+        return join_fail(why, why_len, "a welcome of %u bytes, at least %u", len,
                          JOIN_MAC_BYTES + WELCOME_FIELDS);
     }
     join_mac(key, JOIN_LABEL_WELCOME, joiner_nonce, job_nonce, body + JOIN_MAC_BYTES,
-             WELCOME_FIELDS, mac);
+             len - JOIN_MAC_BYTES, mac);
     if (!memeql_sec(mac, body, JOIN_MAC_BYTES)) {
         return join_fail(why, why_len, "the job did not prove it holds the job key");
     }
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         rd_u32(&r, &v[i]);
     }
     if ((int32_t)v[0] < 0 || v[1] == 0 || (int32_t)v[2] < 0 || (int32_t)v[4] < 0 ||
@@ -343,12 +427,52 @@ int join_welcome_decode(const uint8_t *body, uint32_t len, const uint8_t key[JOI
                          (int32_t)v[0], v[1], (int32_t)v[2], (int32_t)v[3], (int32_t)v[4],
                          (int32_t)v[5]);
     }
+    if (join_doors_decode(&r, v[6], &doors, why, why_len) != 0) {
+        return -1;
+    }
     wl->instance = (int32_t)v[0];
     wl->generation = v[1];
     for (int i = 0; i < 2; i++) {
         wl->count[i] = (int32_t)v[2 + 2 * i];
         wl->tp[i] = (int32_t)v[3 + 2 * i];
     }
+    wl->ndoors = v[6];
+    wl->doors = doors;
+    return 0;
+}
+
+size_t join_desc_encode(const void *desc, size_t len, int from_joiner,
+                        const uint8_t key[JOIN_KEY_BYTES],
+                        const uint8_t job_nonce[JOIN_NONCE_BYTES],
+                        const uint8_t joiner_nonce[JOIN_NONCE_BYTES], uint8_t *out)
+{
+    uint8_t *body = out + JOIN_HEADER;
+
+    memcpy(body + JOIN_MAC_BYTES, desc, len);
+    join_mac(key, from_joiner ? JOIN_LABEL_DESC_JOINER : JOIN_LABEL_DESC_JOB,
+             from_joiner ? job_nonce : joiner_nonce, from_joiner ? joiner_nonce : job_nonce,
+             body + JOIN_MAC_BYTES, len, body);
+    return join_frame(out, JOIN_DESC, JOIN_MAC_BYTES + len);
+}
+
+int join_desc_decode(const uint8_t *body, uint32_t len, int from_joiner,
+                     const uint8_t key[JOIN_KEY_BYTES], const uint8_t job_nonce[JOIN_NONCE_BYTES],
+                     const uint8_t joiner_nonce[JOIN_NONCE_BYTES], const uint8_t **desc,
+                     size_t *desc_len, char *why, size_t why_len)
+{
+    uint8_t mac[JOIN_MAC_BYTES];
+
+    if (len < JOIN_MAC_BYTES) {
+        return join_fail(why, why_len, "a descriptor of %u bytes is too short", len);
+    }
+    join_mac(key, from_joiner ? JOIN_LABEL_DESC_JOINER : JOIN_LABEL_DESC_JOB,
+             from_joiner ? job_nonce : joiner_nonce, from_joiner ? joiner_nonce : job_nonce,
+             body + JOIN_MAC_BYTES, len - JOIN_MAC_BYTES, mac);
+    if (!memeql_sec(mac, body, JOIN_MAC_BYTES)) {
+        return join_fail(why, why_len, "the descriptor's proof is wrong");
+    }
+    *desc = body + JOIN_MAC_BYTES;
+    *desc_len = len - JOIN_MAC_BYTES;
     return 0;
 }
 
