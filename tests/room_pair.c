@@ -75,6 +75,7 @@ static kvx_ctx_t *pair_side_new(int rank, const char *fault)
     ctx->cfg.drain_timeout = PAIR_DRAIN_TIMEOUT;
     ctx->rank = rank;
     ctx->size = 2;
+    ctx->rank_cap = 2;
     pair_check(joblayout_parse(PAIR_LAYOUT, ctx->size, &ctx->job, &why), &why, "joblayout");
     joblayout_locate(&ctx->job, rank, &ctx->role, &ctx->instance, &ctx->tp_rank);
     ctx->tp_size = ctx->job.tp[ctx->role];

@@ -167,6 +167,28 @@ static const cfg_row_t cfg_table[] = {
       "Quarantined pages the rank tolerates (DEGRADED) before it is UNHEALTHY; 0: a tenth of "
       "its pool.",
       CFG_FIELD(health_quarantine), NULL, 0, 1ll << 40 },
+    { "KVX_JOIN_KEY_FILE", CFG_STRING, "",
+      "The job key (64 hex digits in a file only its owner may read): with it set, the job "
+      "takes instances that join it (docs/user/join.md), and a joiner proves it holds the same.",
+      CFG_FIELD(join_key_file), NULL, 0, 0 },
+    { "KVX_JOIN_LISTEN", CFG_STRING, "127.0.0.1:0",
+      "Where the ranks that serve joiners listen: HOST:PORT, [V6]:PORT, HOST, :PORT; HOST an "
+      "address or an interface name; port 0 picks a free one.",
+      CFG_FIELD(join_listen), NULL, 0, 0 },
+    { "KVX_JOIN_ADDRESS_FILE", CFG_STRING, "",
+      "World rank 0 of a job that takes joiners writes its address here (atomically), for "
+      "joiners' KVX_JOIN.",
+      CFG_FIELD(join_address_file), NULL, 0, 0 },
+    { "KVX_JOIN", CFG_STRING, "",
+      "This job is an instance that joins the running job at HOST:PORT (its KVX_LAYOUT names "
+      "only itself), with the key of KVX_JOIN_KEY_FILE.",
+      CFG_FIELD(join), NULL, 0, 0 },
+    { "KVX_JOIN_TIMEOUT", CFG_TIME, "10s",
+      "Deadline of one join handshake, on both sides: a joiner slower than this is dropped.",
+      CFG_FIELD(join_timeout), NULL, 0, 0 },
+    { "KVX_JOIN_MAX", CFG_INT, "4",
+      "Instances that may join a job over its life (each keeps its place once left).",
+      CFG_FIELD(join_max), NULL, 0, 64 },
 
     /* ---- topology (src/topo) ---- */
     { "KVX_TOPO_XML", CFG_STRING, "",

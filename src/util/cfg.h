@@ -56,6 +56,12 @@ typedef struct kvx_cfg {
     uint64_t health_progress;    /* KVX_HEALTH_PROGRESS_TIMEOUT, ns */
     uint64_t health_stall;       /* KVX_HEALTH_STALL_TIMEOUT, ns */
     long long health_quarantine; /* KVX_HEALTH_QUARANTINE_PAGES, 0: a tenth of the pool */
+    char *join_key_file;         /* KVX_JOIN_KEY_FILE */
+    char *join_listen;           /* KVX_JOIN_LISTEN */
+    char *join_address_file;     /* KVX_JOIN_ADDRESS_FILE */
+    char *join;                  /* KVX_JOIN */
+    uint64_t join_timeout;       /* KVX_JOIN_TIMEOUT, ns */
+    long long join_max;          /* KVX_JOIN_MAX */
 
     /* ---- topology (src/topo) ---- */
     char *topo_xml;         /* KVX_TOPO_XML */

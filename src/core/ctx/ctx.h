@@ -9,6 +9,7 @@
 
 #include <kvx.h>
 
+#include "core/base/join.h"
 #include "core/base/joblayout.h"
 #include "core/base/kvlayout.h"
 #include "core/base/msg.h"
@@ -32,6 +33,7 @@ struct room_side;
 struct xfer_ops;
 struct fault_set;
 struct stats;
+struct join_state;
 
 #define KVX_DEAD_NONCES    4096
 #define KVX_PROGRESS_HOOKS 8
@@ -54,8 +56,17 @@ struct kvx_ctx {
     kucx_ctx_t ucx;
     struct peer *peers;
     int npeers;
-    struct peer **peer_by_rank; /* [world rank] -> peer or NULL */
+    struct peer **peer_by_rank; /* [job rank] -> peer or NULL */
     kvx_failure_t *pair_fail;   /* [other instance]: status != OK when unusable */
+    /* Job ranks and instances the arrays above and kvls hold: the world's,
+     * and the places of instances that may join (KVX_JOIN_MAX). A joined
+     * instance's ranks follow the world's (setup/join.c). */
+    int rank_cap, inst_cap[3];
+    char door_addr[JOIN_ADDR_MAX]; /* where this rank takes joiners, or "" */
+    join_door_t *doors;            /* every rank's that does (bootstrap) */
+    int ndoors;
+    /* Instances that join a running job (setup/join.c), or NULL. */
+    struct join_state *join;
     hmap_t rooms;
     struct outmsg *out_head, *out_tail;
     msg_limits_t limits;

@@ -24,7 +24,7 @@
 
 peer_t *peer_of_rank(kvx_ctx_t *ctx, int rank)
 {
-    if (rank < 0 || rank >= ctx->size) {
+    if (rank < 0 || rank >= ctx->rank_cap) {
         return NULL;
     }
     return ctx->peer_by_rank[rank];

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include "core/base/join.h"
 #include "core/ctx/ctx.h"
 #include "core/ctx/pool.h"
 #include "core/link/peer.h"
@@ -24,17 +25,21 @@
 #include <string.h>
 #include <unistd.h>
 
-/* What every rank tells every other rank, fixed size. */
+/* What every rank tells every other rank, fixed size; role is
+ * KVX_ROLE_NONE for a rank this one has heard nothing of (a rank of another
+ * joined instance). */
 typedef struct rank_info {
     int32_t role, instance, tp_rank, tp_size;
+    int32_t rank; /* its job rank */
     kvx_kv_layout_t kv;
     uint64_t num_pages, aux_slots, aux_item_size, aux_stride;
     uint64_t page_stride;
     uint64_t layout_hash;
     uint32_t blob_len;
     int32_t pid;
-    char machine[96]; /* boot id and PID namespace: equal means kill(pid, 0) works */
-    char netns[48];   /* network namespace: with machine equal, the same host */
+    char machine[96];         /* boot id and PID namespace: equal means kill(pid, 0) works */
+    char netns[48];           /* network namespace: with machine equal, the same host */
+    char door[JOIN_ADDR_MAX]; /* where it takes joiners (setup/join.c), or "" */
 } rank_info_t;
 
 /* What makes two processes share a kernel and a PID namespace. */
@@ -217,17 +222,24 @@ static const void *blob_get_bytes(blob_reader_t *r, uint32_t *len_p)
 static kvx_status_t bootstrap_check_instances(kvx_ctx_t *ctx, const rank_info_t *info,
                                               kvx_failure_t *why)
 {
-    for (int r = 0; r < ctx->size; r++) {
+    for (int r = 0; r < ctx->rank_cap; r++) {
         const rank_info_t *me = &info[r];
-        int lead = joblayout_rank(&ctx->job, (kvx_role_t)me->role, me->instance, 0);
+        int lead;
         char a[64], b[64];
 
-        if (me->layout_hash != info[0].layout_hash) {
+        if (me->role == KVX_ROLE_NONE) {
+            continue;
+        }
+        lead = joblayout_rank(&ctx->job, (kvx_role_t)me->role, me->instance, 0);
+        /* A joined instance's layout names only itself: its place was
+         * checked by the job's door. */
+        if (ctx->join == NULL && me->layout_hash != info[0].layout_hash) {
             failure_set(why, KVX_ERR_LAYOUT, KVX_STAGE_INIT, NULL,
                         "rank %d was given a different job layout than rank 0", r);
             return KVX_ERR_LAYOUT;
         }
-        if (!kvl_equal(&me->kv, &info[lead].kv) || me->num_pages != info[lead].num_pages ||
+        if (info[lead].role == KVX_ROLE_NONE || !kvl_equal(&me->kv, &info[lead].kv) ||
+            me->num_pages != info[lead].num_pages ||
             me->aux_item_size != info[lead].aux_item_size ||
             me->page_stride != info[lead].page_stride) {
             failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
@@ -246,7 +258,7 @@ static kvx_status_t bootstrap_geometry(kvx_ctx_t *ctx, const rank_info_t *info, 
     for (int role = KVX_ROLE_PREFILL; role <= KVX_ROLE_DECODE; role++) {
         int n = ctx->job.count[role];
 
-        ctx->kvls[role] = calloc((size_t)n, sizeof(kvl_t));
+        ctx->kvls[role] = calloc((size_t)ctx->inst_cap[role], sizeof(kvl_t));
         if (ctx->kvls[role] == NULL) {
             failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory");
             return KVX_ERR_NO_MEMORY;
@@ -255,6 +267,9 @@ static kvx_status_t bootstrap_geometry(kvx_ctx_t *ctx, const rank_info_t *info, 
             const rank_info_t *lead = &info[joblayout_rank(&ctx->job, (kvx_role_t)role, i, 0)];
             char who[32];
 
+            if (lead->role == KVX_ROLE_NONE) {
+                continue; /* another joined instance: this rank never talks to it */
+            }
             snprintf(who, sizeof(who), "%s[%d]", kvx_role_name((kvx_role_t)role), i);
             /* Each instance checked its own geometry before; this cannot fail
              * unless ranks disagree, which was checked too. */
@@ -273,7 +288,7 @@ static kvx_status_t bootstrap_pairs(kvx_ctx_t *ctx, const rank_info_t *info, kvx
     kvx_role_t other = ctx_other_role(ctx);
     int n = ctx->job.count[other];
 
-    ctx->pair_fail = calloc((size_t)n, sizeof(kvx_failure_t));
+    ctx->pair_fail = calloc((size_t)ctx->inst_cap[other], sizeof(kvx_failure_t));
     if (ctx->pair_fail == NULL) {
         failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory");
         return KVX_ERR_NO_MEMORY;
@@ -467,54 +482,71 @@ err_rkey:
     return KVX_ERR_UCX;
 }
 
-static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info, const char *blobs,
-                                    const int *displs, kvx_failure_t *why)
+/* Adds world or job rank r, which this rank talks to, as the next peer. */
+static kvx_status_t bootstrap_add_peer(kvx_ctx_t *ctx, int r, const rank_info_t *info,
+                                       const rank_info_t *self, const char *blob,
+                                       const plan_pair_t *pair, kvx_failure_t *why)
+{
+    peer_t *peer = &ctx->peers[ctx->npeers];
+    kvx_status_t status;
+
+    memset(peer, 0, sizeof(*peer));
+    peer->ctx = ctx;
+    peer->rank = r;
+    joblayout_locate(&ctx->job, r, &peer->role, &peer->instance, &peer->tp_rank);
+    joblayout_name(&ctx->job, r, peer->name, sizeof(peer->name));
+    peer->kvl = &ctx->kvls[peer->role][peer->instance];
+    peer->last_heard = kvx_now_ns();
+    peer->pid = info->pid;
+    peer->same_machine = info->machine[0] != '/' && strcmp(info->machine, self->machine) == 0;
+    peer->same_host =
+        peer->same_machine && info->netns[0] != '\0' && strcmp(info->netns, self->netns) == 0;
+    ctx->npeers++;
+    ctx->peer_by_rank[r] = peer;
+    status = bootstrap_peer(ctx, peer, info, blob, info->blob_len,
+                            ctx->role == KVX_ROLE_PREFILL && pair->writes, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    /* Without native RMA UCX emulates puts with active messages, and
+     * the emulation's target aborts the process when the initiator
+     * dies: pages then travel as kvx's own data messages (pack.c). */
+    if (peer->role != ctx->role) {
+        peer->msg_writes =
+            ctx->cfg.writes == 2 || (ctx->cfg.writes == 0 && !kucx_ep_native_rma(peer->ep));
+        /* All lanes on this host: puts ask for fast completion, which
+         * UCX 1.13's v2 protocols copy straight into memory UCX
+         * allocated (KVX_POOL_ALLOC=ucx) instead of emulating puts above
+         * 32 KiB with active messages. */
+        peer->put_in_host = kucx_ep_is_shm(peer->ep);
+    }
+    return KVX_OK;
+}
+
+/* The peers among the ranks this one knows; blob[r] is rank r's. */
+static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info,
+                                    const char *const *blob, const rank_info_t *self,
+                                    kvx_failure_t *why)
 {
     plan_pair_t pair;
-    int n = 0;
 
-    ctx->peer_by_rank = calloc((size_t)ctx->size, sizeof(peer_t *));
-    ctx->peers = calloc((size_t)ctx->size, sizeof(peer_t));
+    size_t cap = ctx->rank_cap > 0 ? (size_t)ctx->rank_cap : 1;
+
+    ctx->peer_by_rank = calloc(cap, sizeof(peer_t *));
+    ctx->peers = calloc(cap, sizeof(peer_t));
     if (ctx->peer_by_rank == NULL || ctx->peers == NULL) {
         failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_BOOTSTRAP, NULL, "no memory for peers");
         return KVX_ERR_NO_MEMORY;
     }
-    for (int r = 0; r < ctx->size; r++) {
-        peer_t *peer = &ctx->peers[n];
+    for (int r = 0; r < ctx->rank_cap; r++) {
         kvx_status_t status;
 
-        if (!bootstrap_talks(ctx, r, &pair)) {
+        if (info[r].role == KVX_ROLE_NONE || !bootstrap_talks(ctx, r, &pair)) {
             continue;
         }
-        peer->ctx = ctx;
-        peer->rank = r;
-        joblayout_locate(&ctx->job, r, &peer->role, &peer->instance, &peer->tp_rank);
-        joblayout_name(&ctx->job, r, peer->name, sizeof(peer->name));
-        peer->kvl = &ctx->kvls[peer->role][peer->instance];
-        peer->last_heard = kvx_now_ns();
-        peer->pid = info[r].pid;
-        peer->same_machine =
-            info[r].machine[0] != '/' && strcmp(info[r].machine, info[ctx->rank].machine) == 0;
-        peer->same_host = peer->same_machine && info[r].netns[0] != '\0' &&
-                          strcmp(info[r].netns, info[ctx->rank].netns) == 0;
-        ctx->npeers = ++n;
-        ctx->peer_by_rank[r] = peer;
-        status = bootstrap_peer(ctx, peer, &info[r], blobs + displs[r], info[r].blob_len,
-                                ctx->role == KVX_ROLE_PREFILL && pair.writes, why);
+        status = bootstrap_add_peer(ctx, r, &info[r], self, blob[r], &pair, why);
         if (status != KVX_OK) {
             return status;
-        }
-        /* Without native RMA UCX emulates puts with active messages, and
-         * the emulation's target aborts the process when the initiator
-         * dies: pages then travel as kvx's own data messages (pack.c). */
-        if (peer->role != ctx->role) {
-            peer->msg_writes =
-                ctx->cfg.writes == 2 || (ctx->cfg.writes == 0 && !kucx_ep_native_rma(peer->ep));
-            /* All lanes on this host: puts ask for fast completion, which
-             * UCX 1.13's v2 protocols copy straight into memory UCX
-             * allocated (KVX_POOL_ALLOC=ucx) instead of emulating puts above
-             * 32 KiB with active messages. */
-            peer->put_in_host = kucx_ep_is_shm(peer->ep);
         }
     }
     return KVX_OK;
@@ -539,37 +571,107 @@ static void bootstrap_log_transports(kvx_ctx_t *ctx)
     }
 }
 
-static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_failure_t *why)
+/* This rank's own rank_info. */
+static void bootstrap_mine(kvx_ctx_t *ctx, rank_info_t *mine, size_t blob_len)
+{
+    memset(mine, 0, sizeof(*mine));
+    mine->role = ctx->role;
+    mine->instance = ctx->instance;
+    mine->tp_rank = ctx->tp_rank;
+    mine->tp_size = ctx->tp_size;
+    mine->rank = ctx->rank;
+    mine->kv = ctx->kv;
+    mine->num_pages = ctx->num_pages;
+    mine->page_stride = ctx->my.page_stride;
+    mine->aux_slots = ctx->pool.aux_slots;
+    mine->aux_item_size = ctx->aux_item_size;
+    mine->aux_stride = ctx->pool.aux_stride;
+    mine->layout_hash = bootstrap_hash(ctx);
+    mine->pid = (int32_t)getpid();
+    bootstrap_machine(mine->machine, sizeof(mine->machine));
+    bootstrap_netns(mine->netns, sizeof(mine->netns));
+    snprintf(mine->door, sizeof(mine->door), "%s", ctx->door_addr);
+    mine->blob_len = (uint32_t)blob_len;
+}
+
+/* The doors of the ranks that take joiners, for the welcome of world rank
+ * 0's (setup/join.c). */
+static kvx_status_t bootstrap_doors(kvx_ctx_t *ctx, const rank_info_t *info)
+{
+    int n = 0;
+
+    for (int r = 0; r < ctx->rank_cap; r++) {
+        n += info[r].role != KVX_ROLE_NONE && info[r].door[0] != '\0';
+    }
+    if (n == 0) {
+        return KVX_OK;
+    }
+    ctx->doors = calloc((size_t)n, sizeof(*ctx->doors));
+    if (ctx->doors == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    for (int r = 0; r < ctx->rank_cap; r++) {
+        if (info[r].role != KVX_ROLE_NONE && info[r].door[0] != '\0') {
+            ctx->doors[ctx->ndoors].rank = r;
+            memcpy(ctx->doors[ctx->ndoors].addr, info[r].door, JOIN_ADDR_MAX);
+            ctx->doors[ctx->ndoors].addr[JOIN_ADDR_MAX - 1] = '\0';
+            ctx->ndoors++;
+        }
+    }
+    return KVX_OK;
+}
+
+/* A descriptor from a door (a rank of the running job, to a joiner): its
+ * rank_info and blob, checked for what this rank relies on. */
+static kvx_status_t bootstrap_read_desc(kvx_ctx_t *ctx, const void *desc, size_t len,
+                                        rank_info_t *ri, kvx_failure_t *why)
+{
+    if (len < sizeof(*ri)) {
+        failure_set(why, KVX_ERR_PROTOCOL, KVX_STAGE_BOOTSTRAP, NULL,
+                    "a joined rank's descriptor of %zu bytes is too short", len);
+        return KVX_ERR_PROTOCOL;
+    }
+    memcpy(ri, desc, sizeof(*ri));
+    ri->machine[sizeof(ri->machine) - 1] = '\0';
+    ri->netns[sizeof(ri->netns) - 1] = '\0';
+    ri->door[sizeof(ri->door) - 1] = '\0';
+    if (ri->blob_len != len - sizeof(*ri) || ri->rank < 0 || ri->rank >= ctx->rank_cap ||
+        (ri->role != KVX_ROLE_PREFILL && ri->role != KVX_ROLE_DECODE) || ri->instance < 0 ||
+        ri->instance >= ctx->inst_cap[ri->role] || ri->tp_rank < 0 ||
+        ri->tp_size != ctx->job.tp[ri->role] || ri->tp_rank >= ri->tp_size ||
+        joblayout_rank(&ctx->job, (kvx_role_t)ri->role, ri->instance, ri->tp_rank) != ri->rank) {
+        failure_set(why, KVX_ERR_PROTOCOL, KVX_STAGE_BOOTSTRAP, NULL,
+                    "a joined rank's descriptor is malformed (rank %d, %s[%d].tp%d of TP %d, "
+                    "%u bytes of blob in %zu)",
+                    ri->rank, kvx_role_name((kvx_role_t)ri->role), ri->instance, ri->tp_rank,
+                    ri->tp_size, ri->blob_len, len);
+        return KVX_ERR_PROTOCOL;
+    }
+    return KVX_OK;
+}
+
+static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, void *const *extra,
+                                       const size_t *extra_len, int nextra, kvx_failure_t *why)
 {
     blob_writer_t w = { NULL, 0, 0 };
-    rank_info_t mine;
+    rank_info_t mine, *winfo = calloc((size_t)ctx->size, sizeof(rank_info_t));
     int *lens = NULL, *displs = NULL;
     char *blobs = NULL;
+    const char **blob = NULL;
     long total = 0;
     kvx_status_t status = bootstrap_blob(ctx, &w, why);
 
-    memset(&mine, 0, sizeof(mine));
-    mine.role = ctx->role;
-    mine.instance = ctx->instance;
-    mine.tp_rank = ctx->tp_rank;
-    mine.tp_size = ctx->tp_size;
-    mine.kv = ctx->kv;
-    mine.num_pages = ctx->num_pages;
-    mine.page_stride = ctx->my.page_stride;
-    mine.aux_slots = ctx->pool.aux_slots;
-    mine.aux_item_size = ctx->aux_item_size;
-    mine.aux_stride = ctx->pool.aux_stride;
-    mine.layout_hash = bootstrap_hash(ctx);
-    mine.pid = (int32_t)getpid();
-    bootstrap_machine(mine.machine, sizeof(mine.machine));
-    bootstrap_netns(mine.netns, sizeof(mine.netns));
-    mine.blob_len = (uint32_t)w.len;
+    bootstrap_mine(ctx, &mine, w.len);
+    if (status == KVX_OK && winfo == NULL) {
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_BOOTSTRAP, NULL, "no memory");
+        status = KVX_ERR_NO_MEMORY;
+    }
     status = bootstrap_agree(ctx->world, status, why);
     if (status != KVX_OK) {
         goto out;
     }
     status = KVX_MPI_CALL(
-        MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, info, sizeof(mine), MPI_BYTE, ctx->world));
+        MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, winfo, sizeof(mine), MPI_BYTE, ctx->world));
     if (status != KVX_OK) {
         failure_set(why, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot exchange rank descriptors");
         goto out;
@@ -577,7 +679,7 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
     lens = calloc((size_t)ctx->size, sizeof(int));
     displs = calloc((size_t)ctx->size, sizeof(int));
     for (int r = 0; lens != NULL && displs != NULL && r < ctx->size; r++) {
-        lens[r] = (int)info[r].blob_len;
+        lens[r] = (int)winfo[r].blob_len;
         displs[r] = (int)total;
         total += lens[r];
     }
@@ -598,7 +700,30 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
         failure_set(why, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot exchange pool descriptors");
         goto out;
     }
-    status = bootstrap_check_instances(ctx, info, why);
+    blob = calloc((size_t)ctx->rank_cap, sizeof(*blob));
+    if (blob == NULL) {
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_BOOTSTRAP, NULL, "no memory");
+        status = KVX_ERR_NO_MEMORY;
+        goto out;
+    }
+    /* In a job of one world its ranks are the job's; a joined instance's
+     * world holds only its own, and its peers' come from the doors. */
+    for (int r = 0; r < ctx->size; r++) {
+        info[winfo[r].rank] = winfo[r];
+        blob[winfo[r].rank] = blobs + displs[r];
+    }
+    for (int i = 0; i < nextra && status == KVX_OK; i++) {
+        rank_info_t ri;
+
+        status = bootstrap_read_desc(ctx, extra[i], extra_len[i], &ri, why);
+        if (status == KVX_OK) {
+            info[ri.rank] = ri;
+            blob[ri.rank] = (const char *)extra[i] + sizeof(ri);
+        }
+    }
+    if (status == KVX_OK) {
+        status = bootstrap_check_instances(ctx, info, why);
+    }
     if (status == KVX_OK) {
         status = bootstrap_geometry(ctx, info, why);
     }
@@ -606,7 +731,10 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
         status = bootstrap_pairs(ctx, info, why);
     }
     if (status == KVX_OK) {
-        status = bootstrap_peers(ctx, info, blobs, displs, why);
+        status = bootstrap_doors(ctx, info);
+    }
+    if (status == KVX_OK) {
+        status = bootstrap_peers(ctx, info, blob, &info[ctx->rank], why);
     }
     if (status == KVX_OK) {
         status = kucx_set_am_data_handler(&ctx->ucx, MSG_DATA_ID, unpack_am_cb, ctx);
@@ -620,6 +748,8 @@ static kvx_status_t bootstrap_exchange(kvx_ctx_t *ctx, rank_info_t *info, kvx_fa
     }
 out:
     free(w.buf);
+    free(winfo);
+    free(blob);
     free(lens);
     free(displs);
     free(blobs);
@@ -628,7 +758,13 @@ out:
 
 kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why)
 {
-    rank_info_t *info = calloc((size_t)ctx->size, sizeof(rank_info_t));
+    return bootstrap_run_joined(ctx, NULL, NULL, 0, why);
+}
+
+kvx_status_t bootstrap_run_joined(kvx_ctx_t *ctx, void *const *descs, const size_t *lens, int n,
+                                  kvx_failure_t *why)
+{
+    rank_info_t *info = calloc((size_t)ctx->rank_cap, sizeof(rank_info_t));
     kvx_status_t status;
     size_t max_pages = 0;
 
@@ -636,11 +772,11 @@ kvx_status_t bootstrap_run(kvx_ctx_t *ctx, kvx_failure_t *why)
         failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_BOOTSTRAP, NULL, "no memory");
         return bootstrap_agree(ctx->world, KVX_ERR_NO_MEMORY, why);
     }
-    status = bootstrap_exchange(ctx, info, why);
-    for (int r = 0; r < ctx->size; r++) {
+    status = bootstrap_exchange(ctx, info, descs, lens, n, why);
+    for (int r = 0; r < ctx->rank_cap; r++) {
         max_pages = info[r].num_pages > max_pages ? info[r].num_pages : max_pages;
     }
-    ctx->limits.world_size = ctx->size;
+    ctx->limits.world_size = ctx->rank_cap;
     ctx->limits.max_pages = max_pages;
     free(info);
     if (status == KVX_OK) {
@@ -741,6 +877,9 @@ void bootstrap_cleanup(kvx_ctx_t *ctx)
     free(ctx->peers);
     free(ctx->peer_by_rank);
     free(ctx->pair_fail);
+    free(ctx->doors);
+    ctx->doors = NULL;
+    ctx->ndoors = 0;
     for (int role = 0; role < 3; role++) {
         free(ctx->kvls[role]);
         ctx->kvls[role] = NULL;
@@ -749,4 +888,147 @@ void bootstrap_cleanup(kvx_ctx_t *ctx)
     ctx->peer_by_rank = NULL;
     ctx->pair_fail = NULL;
     ctx->npeers = 0;
+}
+
+kvx_status_t bootstrap_desc(kvx_ctx_t *ctx, void **desc, size_t *len, kvx_failure_t *why)
+{
+    blob_writer_t w = { NULL, 0, 0 };
+    rank_info_t mine;
+    kvx_status_t status = bootstrap_blob(ctx, &w, why);
+    char *d;
+
+    if (status != KVX_OK) {
+        free(w.buf);
+        return status;
+    }
+    bootstrap_mine(ctx, &mine, w.len);
+    d = malloc(sizeof(mine) + w.len);
+    if (d == NULL) {
+        free(w.buf);
+        failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_BOOTSTRAP, NULL, "no memory");
+        return KVX_ERR_NO_MEMORY;
+    }
+    memcpy(d, &mine, sizeof(mine));
+    memcpy(d + sizeof(mine), w.buf, w.len);
+    free(w.buf);
+    *desc = d;
+    *len = sizeof(mine) + w.len;
+    return KVX_OK;
+}
+
+/* The joiner's instance's geometry: recorded by its first rank, the same
+ * for the others. */
+static kvx_status_t bootstrap_joined_geometry(kvx_ctx_t *ctx, const rank_info_t *ri,
+                                              kvx_failure_t *why)
+{
+    kvl_t *k = &ctx->kvls[ri->role][ri->instance];
+    char who[32];
+
+    snprintf(who, sizeof(who), "%s[%d]", kvx_role_name((kvx_role_t)ri->role), ri->instance);
+    if (k->tp == 0) {
+        if (kvl_init(k, &ri->kv, ri->tp_size, who, why) != KVX_OK) {
+            memset(k, 0, sizeof(*k));
+            return why->status;
+        }
+        k->page_stride = (size_t)ri->page_stride;
+        return KVX_OK;
+    }
+    if (!kvl_equal(&k->kv, &ri->kv) || k->page_stride != ri->page_stride) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_INIT, NULL,
+                    "%s.tp%d was given a different KV layout or page stride than its siblings", who,
+                    ri->tp_rank);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    return KVX_OK;
+}
+
+kvx_status_t bootstrap_take_joined(kvx_ctx_t *ctx, const join_hello_t *h, const void *desc,
+                                   size_t len, int *talks, kvx_failure_t *why)
+{
+    kvx_role_t last = ctx->job.first == KVX_ROLE_PREFILL ? KVX_ROLE_DECODE : KVX_ROLE_PREFILL;
+    joblayout_t job = ctx->job;
+    rank_info_t ri, self;
+    plan_pair_t pair;
+    kvx_failure_t *f;
+    int c = h->place, rank, old = ctx->job.count[last];
+    kvx_status_t status;
+
+    *talks = 0;
+    if (h->role != (int32_t)last || c < 0 || c >= ctx->inst_cap[last] ||
+        h->tp_size != ctx->job.tp[last]) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                    "no place %s[%d] of TP %d here: this job takes %s instances of TP %d at "
+                    "places below %d",
+                    kvx_role_name((kvx_role_t)h->role), c, h->tp_size, kvx_role_name(last),
+                    ctx->job.tp[last], ctx->inst_cap[last]);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    job.count[last] = c + 1 > old ? c + 1 : old;
+    rank = joblayout_rank(&job, last, c, h->tp_rank);
+    if (rank < ctx->size || rank >= ctx->rank_cap) {
+        failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
+                    "%s[%d] is an instance of this job's world, not a place for a joiner",
+                    kvx_role_name(last), c);
+        return KVX_ERR_INVALID_PARAM;
+    }
+    /* The descriptor is read against the layout that holds the place. */
+    ctx->job = job;
+    status = bootstrap_read_desc(ctx, desc, len, &ri, why);
+    ctx->job.count[last] = old;
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (ri.rank != rank || ri.role != h->role || ri.instance != c || ri.tp_rank != h->tp_rank) {
+        failure_set(why, KVX_ERR_PROTOCOL, KVX_STAGE_BOOTSTRAP, NULL,
+                    "the descriptor of rank %d (%s[%d].tp%d) is not the hello's %s[%d].tp%d",
+                    ri.rank, kvx_role_name((kvx_role_t)ri.role), ri.instance, ri.tp_rank,
+                    kvx_role_name((kvx_role_t)h->role), c, h->tp_rank);
+        return KVX_ERR_PROTOCOL;
+    }
+    if (ctx->peer_by_rank[rank] != NULL) {
+        failure_set(why, KVX_ERR_BUSY, KVX_STAGE_BOOTSTRAP, NULL, "%s has joined already",
+                    ctx->peer_by_rank[rank]->name);
+        return KVX_ERR_BUSY;
+    }
+    status = bootstrap_joined_geometry(ctx, &ri, why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    f = &ctx->pair_fail[c];
+    status = ctx->role == KVX_ROLE_PREFILL
+                 ? kvl_check_pair(&ctx->kvls[KVX_ROLE_PREFILL][ctx->instance], ctx->instance,
+                                  ctx->aux_item_size, &ctx->kvls[last][c], c, ri.aux_item_size, f)
+                 : kvl_check_pair(&ctx->kvls[last][c], c, ri.aux_item_size,
+                                  &ctx->kvls[KVX_ROLE_DECODE][ctx->instance], ctx->instance,
+                                  ctx->aux_item_size, f);
+    for (int i = old; i < c; i++) {
+        if (ctx->pair_fail[i].status == KVX_OK && ctx->kvls[last][i].tp == 0) {
+            failure_set(&ctx->pair_fail[i], KVX_ERR_BUSY, KVX_STAGE_BOOTSTRAP, NULL,
+                        "%s[%d] has not joined", kvx_role_name(last), i);
+        }
+    }
+    ctx->job.count[last] = job.count[last];
+    if (status != KVX_OK) {
+        *why = *f;
+        return status;
+    }
+    if (ctx->role == KVX_ROLE_PREFILL) {
+        plan_pair(&ctx->my, ctx->tp_rank, &ctx->kvls[last][c], ri.tp_rank, &pair);
+    } else {
+        plan_pair(&ctx->kvls[last][c], ri.tp_rank, &ctx->my, ctx->tp_rank, &pair);
+    }
+    if (!pair.talks) {
+        return KVX_OK;
+    }
+    bootstrap_mine(ctx, &self, 0);
+    status = bootstrap_add_peer(ctx, rank, &ri, &self, (const char *)desc + sizeof(ri), &pair, why);
+    if (status != KVX_OK) {
+        ctx->peer_by_rank[rank]->lost = 1; /* its endpoints may be half made */
+        return status;
+    }
+    if (ri.num_pages > ctx->limits.max_pages) {
+        ctx->limits.max_pages = ri.num_pages;
+    }
+    *talks = 1;
+    return KVX_OK;
 }

@@ -19,6 +19,7 @@
 #include "core/room/sender.h"
 #include "core/room/unpack.h"
 #include "core/setup/bootstrap.h"
+#include "core/setup/joining.h"
 #include "core/setup/pool_steps.h"
 #include "core/xfer/cuda_stage.h"
 #include "core/xfer/cursor.h"
@@ -138,11 +139,17 @@ static kvx_status_t ctx_check_local(kvx_ctx_t *ctx, const kvx_ctx_params_t *para
         ctx->cfg.verify = (int)params->verify - KVX_VERIFY_OFF;
     }
     layout = params->layout != NULL ? params->layout : ctx->cfg.layout;
-    status = joblayout_parse(layout, ctx->size, &ctx->job, why);
+    if (joining_is_joiner(ctx)) {
+        status = joining_own_layout(ctx, layout, why); /* its place comes later */
+    } else {
+        status = joblayout_parse(layout, ctx->size, &ctx->job, why);
+        if (status == KVX_OK) {
+            joblayout_locate(&ctx->job, ctx->rank, &ctx->role, &ctx->instance, &ctx->tp_rank);
+        }
+    }
     if (status != KVX_OK) {
         return status;
     }
-    joblayout_locate(&ctx->job, ctx->rank, &ctx->role, &ctx->instance, &ctx->tp_rank);
     ctx->tp_size = ctx->job.tp[ctx->role];
     ident_set_role(ctx->role, ctx->instance, ctx->tp_rank, ctx->tp_size);
     snprintf(who, sizeof(who), "%s[%d]", kvx_role_name(ctx->role), ctx->instance);
@@ -199,6 +206,7 @@ static void ctx_free(kvx_ctx_t *ctx)
 {
     int broken = ctx->tp_broken;
 
+    joining_cleanup(ctx);
     agree_cleanup(ctx);
     stats_cleanup(ctx);
     room_pages_cleanup(ctx);
@@ -342,6 +350,9 @@ static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
     progress_add_poller(ctx, unpack_progress);
     progress_add_poller(ctx, cstage_progress);
     progress_add_poller(ctx, sender_poll_events);
+    if (ctx->join != NULL) {
+        progress_add_poller(ctx, joining_poll);
+    }
     progress_add_ticker(ctx, agree_tick);
     progress_add_ticker(ctx, room_tick);
     progress_add_ticker(ctx, peer_tick);
@@ -355,6 +366,9 @@ static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kv
     kvx_status_t status;
 
     status = bootstrap_agree(ctx->world, ctx_check_local(ctx, params, ctx_p, why), why);
+    if (status == KVX_OK && joining_is_joiner(ctx)) {
+        status = joining_contact(ctx, why);
+    }
     if (status != KVX_OK) {
         return status;
     }
@@ -390,7 +404,13 @@ static kvx_status_t ctx_build(kvx_ctx_t *ctx, const kvx_ctx_params_t *params, kv
     if (status != KVX_OK) {
         return status;
     }
-    status = bootstrap_agree(ctx->world, bootstrap_run(ctx, why), why);
+    status = bootstrap_agree(ctx->world, joining_prepare(ctx, why), why);
+    if (status != KVX_OK) {
+        return status;
+    }
+    status = bootstrap_agree(
+        ctx->world, joining_is_joiner(ctx) ? joining_bootstrap(ctx, why) : bootstrap_run(ctx, why),
+        why);
     if (status != KVX_OK) {
         return status;
     }
@@ -460,6 +480,7 @@ kvx_status_t kvx_ctx_create(MPI_Comm world, const kvx_ctx_params_t *params, kvx_
     if (ctx->cfg.run_status_dir != NULL && ctx->cfg.run_status_dir[0] != '\0') {
         exitrec_arm(ctx->cfg.run_status_dir, ctx->rank);
     }
+    joining_publish(ctx);
     *ctx_p = ctx;
     return KVX_OK;
 }
