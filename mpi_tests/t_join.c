@@ -9,6 +9,9 @@
  *   t_join joiner JOINED        the joiner, its own mpirun (KVX_LAYOUT=decode:1x1,
  *                               KVX_JOIN=the job's address): joins as decode[1]
  *                               and receives JOINED rooms
+ *   t_join refused STATUS TEXT [PAGE_SIZE]
+ *                               a joiner the job must refuse: kvx_ctx_create()
+ *                               fails with STATUS and a reason holding TEXT
  *
  * Every room is 4 pages of the kvpattern.h content of its id, checked byte
  * by byte on the decode rank that receives it; room ids say where a room
@@ -31,17 +34,43 @@ static tl_job_t J;
 #define JOIN_PAGES 4
 #define JOINED_ID0 1000
 
+static void params(kvx_ctx_params_t *p, unsigned page_size)
+{
+    kvx_ctx_params_init(p);
+    p->kv.layers = 2;
+    p->kv.page_size = page_size;
+    p->kv.kv_heads = 2;
+    p->kv.head_dim = 16;
+    p->kv.dtype = KVX_DTYPE_BF16;
+    p->num_pages = 64;
+}
+
+/* A joiner that must be refused: the status and the reason's words. */
+static void refused(const char *status, const char *text, unsigned page_size)
+{
+    kvx_ctx_params_t p;
+    kvx_failure_t why;
+    kvx_ctx_t *ctx = NULL;
+    kvx_status_t st;
+    char line[512];
+
+    params(&p, page_size);
+    st = kvx_ctx_create(MPI_COMM_WORLD, &p, &ctx, &why);
+    kvx_failure_format(&why, line, sizeof(line));
+    TL_CHECK(
+        st != KVX_OK && strcmp(kvx_status_name(st), status) == 0 && strstr(why.text, text) != NULL,
+        "kvx_ctx_create: %s (%s); wanted %s with \"%s\"", kvx_status_name(st), line, status, text);
+    printf("t_join refused: %s\n", line);
+    if (st == KVX_OK) {
+        kvx_ctx_destroy(ctx);
+    }
+}
+
 static void start(void)
 {
     kvx_ctx_params_t p;
 
-    kvx_ctx_params_init(&p);
-    p.kv.layers = 2;
-    p.kv.page_size = 4;
-    p.kv.kv_heads = 2;
-    p.kv.head_dim = 16;
-    p.kv.dtype = KVX_DTYPE_BF16;
-    p.num_pages = 64;
+    params(&p, 4);
     tl_job_start(&J, &p);
 }
 
@@ -150,12 +179,19 @@ int main(int argc, char **argv)
     int provided, job = argc > 1 && strcmp(argv[1], "job") == 0;
     char line[160];
 
-    if (argc < 3 || (!job && strcmp(argv[1], "joiner") != 0)) {
-        fprintf(stderr, "usage: t_join job ROOMS JOINED | t_join joiner JOINED\n");
+    if (argc < 3 || (!job && strcmp(argv[1], "joiner") != 0 && strcmp(argv[1], "refused"))) {
+        fprintf(stderr, "usage: t_join job ROOMS JOINED | t_join joiner JOINED | "
+                        "t_join refused STATUS TEXT [PAGE_SIZE]\n");
         return 2;
     }
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &tl_rank);
+    if (strcmp(argv[1], "refused") == 0) {
+        refused(argv[2], argc > 3 ? argv[3] : "", argc > 4 ? (unsigned)atoi(argv[4]) : 4);
+        tl_result(tl_failures ? "t_join refused: FAILED" : "t_join refused: ok");
+        MPI_Finalize();
+        return tl_failures ? 1 : 0;
+    }
     start();
     if (job && J.id.role == KVX_ROLE_PREFILL) {
         prefill(atoi(argv[2]), atoi(argv[3]));

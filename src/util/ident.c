@@ -75,6 +75,8 @@ char *ident_format(char *buf, size_t len, int rank, kvx_role_t role, int instanc
         } else {
             snprintf(buf, len, "rank %d", rank);
         }
+    } else if (instance < 0) { /* an instance that joins, before its place */
+        snprintf(buf, len, "a joining %s's tp%d (rank %d)", kvx_role_name(role), tp_rank, rank);
     } else {
         snprintf(buf, len, "%s[%d].tp%d (rank %d)", kvx_role_name(role), instance, tp_rank, rank);
     }

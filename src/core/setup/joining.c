@@ -100,7 +100,7 @@ kvx_status_t joining_own_layout(kvx_ctx_t *ctx, const char *layout, kvx_failure_
     ctx->job.first = role;
     ctx->job.world_size = ctx->size;
     ctx->role = role;
-    ctx->instance = 0;
+    ctx->instance = -1; /* until the job gives it a place */
     ctx->tp_rank = ctx->rank;
     return joining_state(ctx, why);
 }
