@@ -6,16 +6,22 @@
  *                               decode[0]; once decode[1] has joined
  *                               (kvx_ctx_pair_status), every other new room
  *                               goes to it, JOINED in all
- *   t_join joiner JOINED        the joiner, its own mpirun (KVX_LAYOUT=decode:1x1,
- *                               KVX_JOIN=the job's address): joins as decode[1]
- *                               and receives JOINED rooms
+ *   t_join job ROOMS JOINED KILLED
+ *                               the same, and decode[1] dies after KILLED rooms:
+ *                               its next room must fail (KVX_ERR_PEER_LOST) and
+ *                               decode[2], the next joiner, takes JOINED rooms
+ *   t_join joiner JOINED [PLACE [die]]
+ *                               the joiner, its own mpirun (KVX_LAYOUT=decode:1x1,
+ *                               KVX_JOIN=the job's address): joins as decode[PLACE]
+ *                               (1), receives JOINED rooms, and with "die" then
+ *                               kills itself (SIGKILL), writing when to killed_at
  *   t_join refused STATUS TEXT [PAGE_SIZE]
  *                               a joiner the job must refuse: kvx_ctx_create()
  *                               fails with STATUS and a reason holding TEXT
  *
  * Every room is 4 pages of the kvpattern.h content of its id, checked byte
  * by byte on the decode rank that receives it; room ids say where a room
- * goes (decode[0]: 1..ROOMS, decode[1]: 1001..1000+JOINED), so each side
+ * goes (decode[0]: 1..ROOMS, decode[k]: 1000k+1..), so each side
  * opens its rooms in order without asking the other.
  */
 #include "kvpattern.h"
@@ -26,13 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 int tl_rank, tl_failures;
 static tl_job_t J;
 
 #define JOIN_PAGES 4
-#define JOINED_ID0 1000
 
 static void params(kvx_ctx_params_t *p, unsigned page_size)
 {
@@ -74,7 +81,9 @@ static void start(void)
     tl_job_start(&J, &p);
 }
 
-static void send_room(uint64_t id, int decode)
+/* Sends room id to decode[decode] and waits until it concluded: its state,
+ * and its reason in f when it FAILED. */
+static kvx_room_state_t send_room(uint64_t id, int decode, kvx_failure_t *f)
 {
     uint32_t pages[JOIN_PAGES];
     kvx_room_state_t st;
@@ -84,23 +93,34 @@ static void send_room(uint64_t id, int decode)
     for (unsigned i = 0; i < JOIN_PAGES; i++) {
         pages[i] = i;
     }
+    memset(f, 0, sizeof(*f));
     kvp_pages(&J.g, J.bufs, J.comps, id, pages, JOIN_PAGES, 0, 1);
     TL_CHECK(kvx_room_send_open(J.ctx, id, decode, JOIN_PAGES) == KVX_OK, "send_open %llu",
              (unsigned long long)id);
     TL_CHECK(kvx_room_send_chunk(J.ctx, id, pages, JOIN_PAGES, NULL, 0) == KVX_OK,
              "send_chunk %llu", (unsigned long long)id);
     st = tl_wait_state(J.ctx, id, KVX_ROOM_SUCCESS, 60);
-    if (st != KVX_ROOM_SUCCESS) {
-        char line[512];
-
-        TL_CHECK(0, "room %llu to decode[%d] is %s: %s", (unsigned long long)id, decode,
-                 kvx_room_state_name(st), tl_failure_line(J.ctx, id, line, sizeof(line)));
+    if (st == KVX_ROOM_FAILED) {
+        kvx_room_failure(J.ctx, id, f);
     }
     t0 = tl_now();
     while ((cs = kvx_room_close(J.ctx, id)) == KVX_ERR_BUSY && tl_now() - t0 < 30) {
         usleep(1000);
     }
-    TL_CHECK(cs == KVX_OK, "close %llu: %s", (unsigned long long)id, kvx_status_name(cs));
+    TL_CHECK(cs == KVX_OK || st == KVX_ROOM_FAILED, "close %llu: %s", (unsigned long long)id,
+             kvx_status_name(cs));
+    return st;
+}
+
+static void send_ok(uint64_t id, int decode)
+{
+    kvx_failure_t f;
+    kvx_room_state_t st = send_room(id, decode, &f);
+    char line[512];
+
+    kvx_failure_format(&f, line, sizeof(line));
+    TL_CHECK(st == KVX_ROOM_SUCCESS, "room %llu to decode[%d] is %s: %s", (unsigned long long)id,
+             decode, kvx_room_state_name(st), line);
 }
 
 /* The decode side of rooms [first, first + n): each opened, landed, checked. */
@@ -138,40 +158,114 @@ static void receive(uint64_t first, int n)
     }
 }
 
-/* prefill[0]: rooms to decode[0] until decode[1] is usable, then every
- * other room to it. */
-static void prefill(int rooms, int joined)
+static double wall_now(void)
 {
-    double t0 = tl_now(), joined_at = 0, limit = 120 * tl_timeout_scale();
-    int to0 = 0, to1 = 0;
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The joiner kills itself, as a crash would, after saying when. */
+static void die(void)
+{
+    char path[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/killed_at", getenv("KVXT_OUT"));
+    f = fopen(path, "w");
+    if (f != NULL) {
+        fprintf(f, "%.6f\n", wall_now());
+        fclose(f);
+    }
+    fflush(stdout);
+    kill(getpid(), SIGKILL);
+}
+
+/* When the joiner that was killed died (CLOCK_REALTIME, written by it). */
+static double killed_at(void)
+{
+    char path[4096];
+    double t = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/joiner-1/killed_at", getenv("KVXT_OUT"));
+    f = fopen(path, "r");
+    if (f != NULL) {
+        if (fscanf(f, "%lf", &t) != 1) {
+            t = 0;
+        }
+        fclose(f);
+    }
+    return t;
+}
+
+
+/* prefill[0]: rooms to decode[0] until a joiner is usable, then every other
+ * room to it. With killed > 0, decode[1] dies after its killed rooms: the
+ * next one to it must fail as a lost peer, and decode[2] takes its share. */
+static void prefill(int rooms, int joined, int killed)
+{
+    double t0 = tl_now(), last = t0, limit = 120 * tl_timeout_scale(), lost_at = 0;
+    int to0 = 0, sent = 0, target = 1, want = killed > 0 ? killed + 1 : joined, reserve = rooms / 4;
     kvx_failure_t why;
 
-    while (to0 < rooms || to1 < joined) {
-        int usable = kvx_ctx_pair_status(J.ctx, 1, &why) == KVX_OK;
+    while (to0 < rooms || target > 0) {
+        int usable = target > 0 && kvx_ctx_pair_status(J.ctx, target, &why) == KVX_OK;
 
-        if (usable && joined_at == 0) {
-            kvx_identity_t id;
-
-            joined_at = tl_now();
-            kvx_ctx_identity(J.ctx, &id);
-            TL_CHECK(id.decode_instances == 2, "decode[1] is usable but the job has %d",
-                     id.decode_instances);
-            printf("t_join: decode[1] usable %.3f s after the first room, %d rooms to decode[0] "
-                   "before\n",
-                   joined_at - t0, to0);
+        if (usable && sent == 0) {
+            printf("t_join: decode[%d] usable %.3f s after the first room, %d rooms to "
+                   "decode[0] before\n",
+                   target, tl_now() - t0, to0);
         }
-        if (usable && to1 < joined && (to1 <= to0 - rooms / 2 || to0 >= rooms)) {
-            send_room(JOINED_ID0 + 1 + (uint64_t)to1++, 1);
-        } else if (to0 < rooms && (to0 < rooms / 2 || usable)) {
-            send_room(1 + (uint64_t)to0++, 0);
+        if (usable && (sent <= to0 - reserve || to0 >= rooms)) {
+            uint64_t id = 1000 * (uint64_t)target + 1 + (uint64_t)sent++;
+
+            if (target == 1 && killed > 0 && sent == want) {
+                kvx_failure_t f;
+                kvx_room_state_t st = send_room(id, 1, &f);
+                char line[512];
+
+                kvx_failure_format(&f, line, sizeof(line));
+                TL_CHECK(st == KVX_ROOM_FAILED && f.status == KVX_ERR_PEER_LOST,
+                         "room %llu to the killed decode[1] is %s: %s", (unsigned long long)id,
+                         kvx_room_state_name(st), line);
+                lost_at = tl_now();
+                printf("t_join: room %llu to the killed decode[1]: %s\n", (unsigned long long)id,
+                       line);
+                target = 2;
+                sent = 0;
+                want = joined;
+            } else {
+                send_ok(id, target);
+                if (target == 2 && sent == 1 && lost_at > 0) {
+                    double k = killed_at();
+
+                    printf("t_join: recovery: first SUCCESS on decode[2] %.3f s after the loss "
+                           "was seen, %.3f s after the kill\n",
+                           tl_now() - lost_at, k > 0 ? wall_now() - k : -1.0);
+                }
+                if (sent == want) {
+                    target = 0;
+                }
+            }
+            last = tl_now();
+        } else if (to0 < rooms && (to0 < rooms - reserve || target == 0 ||
+                                   (usable && tl_now() - last > 0.02))) {
+            send_ok(1 + (uint64_t)to0++, 0);
+            last = tl_now();
         } else if (tl_now() - t0 < limit) {
-            usleep(10000);
+            /* The job goes on while it waits: one room to decode[0] in 50 ms. */
+            if (to0 < rooms && tl_now() - last > 0.05) {
+                send_ok(1 + (uint64_t)to0++, 0);
+                last = tl_now();
+            }
+            usleep(5000);
         } else {
-            TL_CHECK(0, "decode[1] did not join within %.0f s (%s)", limit, why.text);
+            TL_CHECK(0, "decode[%d] did not join within %.0f s (%s)", target, limit, why.text);
             break;
         }
     }
-    TL_CHECK(joined_at > 0, "decode[1] never joined");
 }
 
 int main(int argc, char **argv)
@@ -194,13 +288,19 @@ int main(int argc, char **argv)
     }
     start();
     if (job && J.id.role == KVX_ROLE_PREFILL) {
-        prefill(atoi(argv[2]), atoi(argv[3]));
+        prefill(atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
     } else if (job) {
         receive(1, atoi(argv[2]));
     } else {
-        TL_CHECK(J.id.role == KVX_ROLE_DECODE && J.id.instance == 1,
-                 "the joiner is %s[%d], not decode[1]", kvx_role_name(J.id.role), J.id.instance);
-        receive(JOINED_ID0 + 1, atoi(argv[2]));
+        int want = argc > 3 ? atoi(argv[3]) : 1;
+
+        TL_CHECK(J.id.role == KVX_ROLE_DECODE && J.id.instance == want,
+                 "the joiner is %s[%d], not decode[%d]", kvx_role_name(J.id.role), J.id.instance,
+                 want);
+        receive(1000 * (uint64_t)J.id.instance + 1, atoi(argv[2]));
+        if (argc > 4 && strcmp(argv[4], "die") == 0) {
+            die();
+        }
     }
     kvx_ctx_destroy(J.ctx);
     snprintf(line, sizeof(line), "t_join %s: %s", job ? "job" : "joiner",
