@@ -1,7 +1,8 @@
 #!/bin/sh
 # join-kill.sh KILLED JOINED - beside a running job (join_kill.mpi): a joiner
 # that takes KILLED rooms as decode[1] and then dies (SIGKILL, as a crash),
-# then a second joiner that takes the capacity back as decode[2], JOINED rooms.
+# then a second joiner that takes its place back as decode[1], generation 2,
+# and JOINED rooms.
 set -u
 here=$(dirname "$0")
 killed=${1:?usage: join-kill.sh KILLED JOINED}
@@ -11,5 +12,5 @@ if [ ! -s "$KVXT_OUT/joiner-1/killed_at" ]; then
     echo "join-kill: the first joiner did not reach its death"
     exit 1
 fi
-echo "join-kill: decode[1] killed itself as planned; the next joiner takes its capacity"
-KVXT_JOINER=joiner-2 sh "$here/join-run.sh" 1 mpi_tests/t_join joiner "$joined" 2
+echo "join-kill: decode[1] killed itself as planned; the next joiner takes its place"
+KVXT_JOINER=joiner-2 sh "$here/join-run.sh" 1 mpi_tests/t_join joiner "$joined" 1

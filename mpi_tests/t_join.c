@@ -8,13 +8,20 @@
  *                               goes to it, JOINED in all
  *   t_join job ROOMS JOINED KILLED
  *                               the same, and decode[1] dies after KILLED rooms:
- *                               its next room must fail (KVX_ERR_PEER_LOST) and
- *                               decode[2], the next joiner, takes JOINED rooms
+ *                               its next room must fail (KVX_ERR_PEER_LOST), the
+ *                               place's pair status say it is gone, and the next
+ *                               joiner takes the place (generation 2) and JOINED
+ *                               rooms, under the same room ids
  *   t_join joiner JOINED [PLACE [die]]
  *                               the joiner, its own mpirun (KVX_LAYOUT=decode:1x1,
  *                               KVX_JOIN=the job's address): joins as decode[PLACE]
  *                               (1), receives JOINED rooms, and with "die" then
  *                               kills itself (SIGKILL), writing when to killed_at
+ *   t_join job ROOMS CYCLES PER cycles, t_join joiner-cycles CYCLES PER
+ *                               a joiner that joins as decode[1], takes PER rooms
+ *                               and leaves, CYCLES times in one process: each
+ *                               incarnation gets the place again; the job's
+ *                               memory and descriptors do not grow with them
  *   t_join refused STATUS TEXT [PAGE_SIZE]
  *                               a joiner the job must refuse: kvx_ctx_create()
  *                               fails with STATUS and a reason holding TEXT
@@ -32,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -200,49 +209,56 @@ static double killed_at(void)
     return t;
 }
 
-
 /* prefill[0]: rooms to decode[0] until a joiner is usable, then every other
  * room to it. With killed > 0, decode[1] dies after its killed rooms: the
- * next one to it must fail as a lost peer, and decode[2] takes its share. */
+ * next one to it must fail as a lost peer, and its replacement takes its
+ * share. */
 static void prefill(int rooms, int joined, int killed)
 {
     double t0 = tl_now(), last = t0, limit = 120 * tl_timeout_scale(), lost_at = 0;
-    int to0 = 0, sent = 0, target = 1, want = killed > 0 ? killed + 1 : joined, reserve = rooms / 4;
+    int to0 = 0, sent = 0, target = 1, want = killed > 0 ? killed + 1 : joined;
+    int alt = 0; /* the joiner's turn */
     kvx_failure_t why;
 
     while (to0 < rooms || target > 0) {
         int usable = target > 0 && kvx_ctx_pair_status(J.ctx, target, &why) == KVX_OK;
 
-        if (usable && sent == 0) {
+        if (usable && sent == 0 && (alt || to0 >= rooms)) {
             printf("t_join: decode[%d] usable %.3f s after the first room, %d rooms to "
                    "decode[0] before\n",
                    target, tl_now() - t0, to0);
         }
-        if (usable && (sent <= to0 - reserve || to0 >= rooms)) {
+        if (usable && (alt || to0 >= rooms)) {
+            alt = 0;
             uint64_t id = 1000 * (uint64_t)target + 1 + (uint64_t)sent++;
 
-            if (target == 1 && killed > 0 && sent == want) {
+            if (killed > 0 && sent == want) {
                 kvx_failure_t f;
-                kvx_room_state_t st = send_room(id, 1, &f);
+                kvx_status_t st;
+                kvx_room_state_t rs = send_room(id, 1, &f);
                 char line[512];
 
                 kvx_failure_format(&f, line, sizeof(line));
-                TL_CHECK(st == KVX_ROOM_FAILED && f.status == KVX_ERR_PEER_LOST,
+                TL_CHECK(rs == KVX_ROOM_FAILED && f.status == KVX_ERR_PEER_LOST,
                          "room %llu to the killed decode[1] is %s: %s", (unsigned long long)id,
-                         kvx_room_state_name(st), line);
+                         kvx_room_state_name(rs), line);
                 lost_at = tl_now();
                 printf("t_join: room %llu to the killed decode[1]: %s\n", (unsigned long long)id,
                        line);
-                target = 2;
+                /* The place is no pair until its next incarnation joins. */
+                st = kvx_ctx_pair_status(J.ctx, 1, &f);
+                TL_CHECK(st == KVX_ERR_PEER_LOST && strstr(f.text, "decode[1] is gone") != NULL,
+                         "decode[1] after its loss: %s (%s)", kvx_status_name(st), f.text);
+                killed = 0;
                 sent = 0;
                 want = joined;
             } else {
                 send_ok(id, target);
-                if (target == 2 && sent == 1 && lost_at > 0) {
+                if (sent == 1 && lost_at > 0) {
                     double k = killed_at();
 
-                    printf("t_join: recovery: first SUCCESS on decode[2] %.3f s after the loss "
-                           "was seen, %.3f s after the kill\n",
+                    printf("t_join: recovery: first SUCCESS on decode[1], generation 2, %.3f s "
+                           "after the loss was seen, %.3f s after the kill\n",
                            tl_now() - lost_at, k > 0 ? wall_now() - k : -1.0);
                 }
                 if (sent == want) {
@@ -250,16 +266,13 @@ static void prefill(int rooms, int joined, int killed)
                 }
             }
             last = tl_now();
-        } else if (to0 < rooms && (to0 < rooms - reserve || target == 0 ||
-                                   (usable && tl_now() - last > 0.02))) {
+        } else if (to0 < rooms && (usable || target == 0 || tl_now() - last > 0.1)) {
+            /* Alternating with a usable joiner; while one is awaited, one
+             * room in 100 ms: the job goes on. */
             send_ok(1 + (uint64_t)to0++, 0);
+            alt = 1;
             last = tl_now();
         } else if (tl_now() - t0 < limit) {
-            /* The job goes on while it waits: one room to decode[0] in 50 ms. */
-            if (to0 < rooms && tl_now() - last > 0.05) {
-                send_ok(1 + (uint64_t)to0++, 0);
-                last = tl_now();
-            }
             usleep(5000);
         } else {
             TL_CHECK(0, "decode[%d] did not join within %.0f s (%s)", target, limit, why.text);
@@ -268,12 +281,127 @@ static void prefill(int rooms, int joined, int killed)
     }
 }
 
+/* What this process holds: its heap in use and resident memory (kB), open
+ * descriptors, and mappings of System V shared memory (UCX's shared-memory
+ * transports map their peers' segments). */
+typedef struct usage {
+    long heap_kb, rss_kb;
+    int fds, sysv_maps;
+} usage_t;
+
+static usage_t usage_now(void)
+{
+    usage_t u = { (long)(mallinfo2().uordblks / 1024), 0, 0, 0 };
+    char line[512];
+    FILE *f = fopen("/proc/self/status", "r");
+    DIR *d = opendir("/proc/self/fd");
+
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        sscanf(line, "VmRSS: %ld", &u.rss_kb);
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    while (d != NULL && readdir(d) != NULL) {
+        u.fds++;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    f = fopen("/proc/self/maps", "r");
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        u.sysv_maps += strstr(line, "/SYSV") != NULL;
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return u;
+}
+
+/* Cycles of a joiner that takes decode[1], receives per rooms and leaves
+ * (fewer under the sanitizers' KVXT_TIMEOUT_SCALE, at least 20). */
+static int cycles_of(int n)
+{
+    int k = n / (int)tl_timeout_scale();
+
+    return k < 20 ? 20 : k;
+}
+
+/* prefill[0] under joiners that come and go: each incarnation of decode[1]
+ * takes per rooms (the same ids every time), then leaves; decode[0]'s rooms
+ * go on. Its memory and descriptors after the tenth and the last must not
+ * grow with the cycles. */
+static void prefill_cycles(int rooms, int cycles, int per)
+{
+    double t0 = tl_now(), limit = 60 * tl_timeout_scale(), last = 0;
+    usage_t u10 = { 0, 0, 0, 0 }, u;
+    int to0 = 0;
+    kvx_failure_t why;
+    kvx_health_t h;
+
+    for (int c = 1; c <= cycles && tl_failures == 0; c++) {
+        double wait0 = tl_now();
+
+        /* The previous incarnation left; wait for the next. */
+        while (kvx_ctx_pair_status(J.ctx, 1, &why) != KVX_OK && tl_now() - wait0 < limit) {
+            if (to0 < rooms && tl_now() - last > 0.1) {
+                send_ok(1 + (uint64_t)to0++, 0);
+                last = tl_now();
+            }
+            usleep(2000);
+        }
+        TL_CHECK(tl_now() - wait0 < limit, "cycle %d: decode[1] did not join within %.0f s (%s)", c,
+                 limit, why.text);
+        for (int k = 0; k < per && tl_failures == 0; k++) {
+            send_ok(1001 + (uint64_t)k, 1);
+        }
+        /* Until it has said goodbye (its pair status no longer OK). */
+        wait0 = tl_now();
+        while (kvx_ctx_pair_status(J.ctx, 1, &why) == KVX_OK && tl_now() - wait0 < limit) {
+            usleep(2000);
+        }
+        if (c == 10) {
+            u10 = usage_now();
+        }
+    }
+    while (to0 < rooms) {
+        send_ok(1 + (uint64_t)to0++, 0);
+    }
+    u = usage_now();
+    kvx_ctx_health(J.ctx, &h);
+    printf("t_join: %d incarnations of decode[1] in %.1f s; after the 10th and the last: heap "
+           "%ld -> %ld kB, resident %ld -> %ld kB, %d -> %d descriptors, %d -> %d System V "
+           "mappings; peers lost now %u\n",
+           cycles, tl_now() - t0, u10.heap_kb, u.heap_kb, u10.rss_kb, u.rss_kb, u10.fds, u.fds,
+           u10.sysv_maps, u.sysv_maps, h.peers_lost);
+    /* kvx's heap and descriptors must not grow with the incarnations.
+     * (UCX 1.13's shared-memory transports keep each departed peer's
+     * segments mapped until the workers go: docs/user/join.md.) */
+    TL_CHECK(u.fds <= u10.fds + 2, "descriptors grew from %d to %d over %d cycles", u10.fds, u.fds,
+             cycles - 10);
+    TL_CHECK(u.heap_kb <= u10.heap_kb + 512, "the heap grew from %ld kB to %ld kB over %d cycles",
+             u10.heap_kb, u.heap_kb, cycles - 10);
+    TL_CHECK(h.peers_lost == 0, "health counts %u peers lost (%s)", h.peers_lost, h.lost_peers);
+}
+
+/* The joiner's side of prefill_cycles(). */
+static void joiner_cycles(int cycles, int per)
+{
+    for (int c = 1; c <= cycles && tl_failures == 0; c++) {
+        start();
+        TL_CHECK(J.id.instance == 1, "cycle %d: joined as decode[%d]", c, J.id.instance);
+        receive(1001, per);
+        kvx_ctx_destroy(J.ctx);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided, job = argc > 1 && strcmp(argv[1], "job") == 0;
     char line[160];
 
-    if (argc < 3 || (!job && strcmp(argv[1], "joiner") != 0 && strcmp(argv[1], "refused"))) {
+    if (argc < 3 || (!job && strcmp(argv[1], "joiner") != 0 && strcmp(argv[1], "refused") &&
+                     strcmp(argv[1], "joiner-cycles"))) {
         fprintf(stderr, "usage: t_join job ROOMS JOINED | t_join joiner JOINED | "
                         "t_join refused STATUS TEXT [PAGE_SIZE]\n");
         return 2;
@@ -286,8 +414,16 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return tl_failures ? 1 : 0;
     }
+    if (strcmp(argv[1], "joiner-cycles") == 0) {
+        joiner_cycles(cycles_of(atoi(argv[2])), atoi(argv[3]));
+        tl_result(tl_failures ? "t_join joiner-cycles: FAILED" : "t_join joiner-cycles: ok");
+        MPI_Finalize();
+        return tl_failures ? 1 : 0;
+    }
     start();
-    if (job && J.id.role == KVX_ROLE_PREFILL) {
+    if (job && J.id.role == KVX_ROLE_PREFILL && argc > 5 && strcmp(argv[5], "cycles") == 0) {
+        prefill_cycles(atoi(argv[2]), cycles_of(atoi(argv[3])), atoi(argv[4]));
+    } else if (job && J.id.role == KVX_ROLE_PREFILL) {
         prefill(atoi(argv[2]), atoi(argv[3]), argc > 4 ? atoi(argv[4]) : 0);
     } else if (job) {
         receive(1, atoi(argv[2]));

@@ -62,6 +62,7 @@ struct kvx_ctx {
      * and the places of instances that may join (KVX_JOIN_MAX). A joined
      * instance's ranks follow the world's (setup/join.c). */
     int rank_cap, inst_cap[3];
+    int peer_cap;                  /* slots of peers: rank_cap, and the joined places' again */
     char door_addr[JOIN_ADDR_MAX]; /* where this rank takes joiners, or "" */
     join_door_t *doors;            /* every rank's that does (bootstrap) */
     int ndoors;

@@ -283,6 +283,9 @@ void peer_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h)
     for (int i = 0; i < ctx->npeers; i++) {
         const peer_t *p = &ctx->peers[i];
 
+        if (p->retired) { /* a replaced incarnation */
+            continue;
+        }
         others += p->role != ctx->role;
         if (!p->lost || p->bye) {
             continue;

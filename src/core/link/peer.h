@@ -44,6 +44,14 @@ typedef struct peer {
     /* Liveness. */
     uint64_t last_heard, last_sent;
     int lost, bye;
+    /* An incarnation of a joined instance that a later one replaced
+     * (setup/joining.c): no longer its rank's peer, its slot free for
+     * another once nothing refers to it. Always lost too. */
+    int retired;
+    /* A joined instance's generation g numbers its rooms' nonces from
+     * (g - 1) << 24: a message below that is an earlier incarnation's. */
+    uint32_t nonce_floor;
+    int bye_answered;   /* a joined peer that left alone was said goodbye to */
     int peer_mode;      /* its endpoints run in UCX peer error mode */
     int msg_writes;     /* pages between it and this rank travel as data messages */
     int ep_failed;      /* UCX reported an endpoint error: never used again */

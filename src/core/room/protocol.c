@@ -116,6 +116,12 @@ static int protocol_next_incarnation(const room_t *room, const peer_t *peer, con
             return room->targets[i].nonce != 0 && m->hdr.nonce > room->targets[i].nonce &&
                    m->hdr.nonce >> 32 == (uint64_t)(uint32_t)peer->rank;
         }
+        /* The room was opened to an incarnation of the decode instance that
+         * a later one replaced (setup/joining.c): the later one's grant is
+         * for the next room with this id. */
+        if (room->targets[i].peer->retired && room->targets[i].peer->rank == peer->rank) {
+            return 1;
+        }
     }
     return 0;
 }
@@ -315,6 +321,14 @@ ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length,
         ctx->bad_msgs++;
         kvx_warn("message %s from rank %d, which is not a peer of this rank",
                  msg_type_name(m.hdr.type), m.hdr.src_rank);
+        return UCS_OK;
+    }
+    if (m.hdr.nonce != 0 && (uint32_t)m.hdr.nonce < peer->nonce_floor) {
+        ctx->bad_msgs++;
+        kvx_warn("message %s room %llu from %s is of an earlier incarnation of its instance "
+                 "(nonce %llx, this one's start at %x): dropped",
+                 msg_type_name(m.hdr.type), (unsigned long long)m.hdr.room, peer->name,
+                 (unsigned long long)m.hdr.nonce, peer->nonce_floor);
         return UCS_OK;
     }
     peer->last_heard = kvx_now_ns();

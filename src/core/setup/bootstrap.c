@@ -11,9 +11,12 @@
 #include "core/ctx/ctx.h"
 #include "core/ctx/pool.h"
 #include "core/link/peer.h"
+#include "core/room/receiver.h"
+#include "core/room/room.h"
 #include "core/room/unpack.h"
 #include "core/setup/bootstrap.h"
 #include "core/xfer/pack.h"
+#include "core/xfer/target.h"
 #include "mpi/kvx_mpi.h"
 #include "util/failure.h"
 #include "util/log.h"
@@ -482,14 +485,72 @@ err_rkey:
     return KVX_ERR_UCX;
 }
 
-/* Adds world or job rank r, which this rank talks to, as the next peer. */
+/* Does anything still refer to a retired peer: a room's target or source,
+ * a message in the outbox, an operation in flight? */
+static int bootstrap_referred(kvx_ctx_t *ctx, const peer_t *p)
+{
+    size_t pos = 0;
+    room_t *room;
+
+    if (p->inflight_ops > 0) {
+        return 1;
+    }
+    for (const outmsg_t *m = ctx->out_head; m != NULL; m = m->next) {
+        if (m->peer == p) {
+            return 1;
+        }
+    }
+    while ((room = room_next(ctx, &pos)) != NULL) {
+        for (unsigned t = 0; t < room->ntargets; t++) {
+            if (room->targets[t].peer == p) {
+                return 1;
+            }
+        }
+        for (unsigned s = 0; s < room->nsources; s++) {
+            if (room->sources[s].peer == p) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* A slot for a new peer: the next one, or one a retired incarnation left
+ * that nothing refers to any more; NULL when there is none. */
+static peer_t *bootstrap_slot(kvx_ctx_t *ctx)
+{
+    if (ctx->npeers < ctx->peer_cap) {
+        return &ctx->peers[ctx->npeers++];
+    }
+    for (int i = 0; i < ctx->npeers; i++) {
+        peer_t *p = &ctx->peers[i];
+
+        if (p->retired && !bootstrap_referred(ctx, p)) {
+            free(p->rkeys);
+            free(p->buf_addr);
+            free(p->buf_rkey);
+            free(p->agreed);
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Adds world or job rank r, which this rank talks to, as a peer. */
 static kvx_status_t bootstrap_add_peer(kvx_ctx_t *ctx, int r, const rank_info_t *info,
                                        const rank_info_t *self, const char *blob,
                                        const plan_pair_t *pair, kvx_failure_t *why)
 {
-    peer_t *peer = &ctx->peers[ctx->npeers];
+    peer_t *peer = bootstrap_slot(ctx);
     kvx_status_t status;
 
+    if (peer == NULL) {
+        failure_set(why, KVX_ERR_BUSY, KVX_STAGE_BOOTSTRAP, NULL,
+                    "no free peer slot for rank %d: rooms of replaced incarnations are still "
+                    "open here (close them)",
+                    r);
+        return KVX_ERR_BUSY;
+    }
     memset(peer, 0, sizeof(*peer));
     peer->ctx = ctx;
     peer->rank = r;
@@ -501,7 +562,6 @@ static kvx_status_t bootstrap_add_peer(kvx_ctx_t *ctx, int r, const rank_info_t 
     peer->same_machine = info->machine[0] != '/' && strcmp(info->machine, self->machine) == 0;
     peer->same_host =
         peer->same_machine && info->netns[0] != '\0' && strcmp(info->netns, self->netns) == 0;
-    ctx->npeers++;
     ctx->peer_by_rank[r] = peer;
     status = bootstrap_peer(ctx, peer, info, blob, info->blob_len,
                             ctx->role == KVX_ROLE_PREFILL && pair->writes, why);
@@ -530,10 +590,13 @@ static kvx_status_t bootstrap_peers(kvx_ctx_t *ctx, const rank_info_t *info,
 {
     plan_pair_t pair;
 
+    /* As many again as the joined places hold, for their replacements while
+     * rooms of the replaced ones are still open. */
     size_t cap = ctx->rank_cap > 0 ? (size_t)ctx->rank_cap : 1;
 
+    ctx->peer_cap = ctx->rank_cap + (ctx->rank_cap - ctx->size > 0 ? ctx->rank_cap - ctx->size : 0);
     ctx->peer_by_rank = calloc(cap, sizeof(peer_t *));
-    ctx->peers = calloc(cap, sizeof(peer_t));
+    ctx->peers = calloc((size_t)(ctx->peer_cap > 0 ? ctx->peer_cap : 1), sizeof(peer_t));
     if (ctx->peer_by_rank == NULL || ctx->peers == NULL) {
         failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_BOOTSTRAP, NULL, "no memory for peers");
         return KVX_ERR_NO_MEMORY;
@@ -1023,12 +1086,63 @@ kvx_status_t bootstrap_take_joined(kvx_ctx_t *ctx, const join_hello_t *h, const 
     bootstrap_mine(ctx, &self, 0);
     status = bootstrap_add_peer(ctx, rank, &ri, &self, (const char *)desc + sizeof(ri), &pair, why);
     if (status != KVX_OK) {
-        ctx->peer_by_rank[rank]->lost = 1; /* its endpoints may be half made */
+        if (ctx->peer_by_rank[rank] != NULL) {
+            ctx->peer_by_rank[rank]->lost = 1; /* its endpoints may be half made */
+        }
         return status;
     }
+    ctx->peer_by_rank[rank]->nonce_floor = h->generation > 1 ? (h->generation - 1) << 24 : 0;
     if (ri.num_pages > ctx->limits.max_pages) {
         ctx->limits.max_pages = ri.num_pages;
     }
     *talks = 1;
     return KVX_OK;
+}
+
+void bootstrap_retire(kvx_ctx_t *ctx, kvx_role_t role, int instance, const char *how)
+{
+    for (int i = 0; i < ctx->npeers; i++) {
+        peer_t *p = &ctx->peers[i];
+
+        if (p->retired || p->role != role || p->instance != instance) {
+            continue;
+        }
+        if (!p->lost) {
+            peer_mark_lost(ctx, p, how); /* its rooms fail with how */
+        }
+        if (p->inflight_ops == 0) {
+            for (int r = 0; r < p->nregions && p->rkeys != NULL; r++) {
+                kucx_rkey_destroy(p->rkeys[r]);
+                p->rkeys[r] = NULL;
+            }
+            kucx_rkey_destroy(p->aux_rkey);
+            p->aux_rkey = NULL;
+        }
+        /* One that said goodbye closed its side: a flush completes. One lost
+         * without UCX error handling may hold puts that never complete: its
+         * endpoints are left to the workers' destruction (as at destroy). */
+        if (!p->ep_failed && (p->bye || p->peer_mode)) {
+            int done = 1;
+
+            if (p->ep != NULL) {
+                done &= kucx_ep_close(&ctx->ucx, p->group, KUCX_DATA, p->ep, p->peer_mode,
+                                      100 * KVX_NS_PER_MS);
+            }
+            if (p->cep != NULL) {
+                done &= kucx_ep_close(&ctx->ucx, p->group, KUCX_CTRL, p->cep, p->peer_mode,
+                                      100 * KVX_NS_PER_MS);
+            }
+            if (!done) {
+                kvx_warn("closing the endpoints of %s did not finish within 100 ms", p->name);
+            }
+        }
+        p->ep = p->cep = NULL;
+        p->ep_failed = 1;
+        p->retired = 1;
+        if (ctx->peer_by_rank[p->rank] == p) {
+            ctx->peer_by_rank[p->rank] = NULL;
+        }
+        kvx_info("peer %s retired: %s", p->name, how);
+    }
+    memset(&ctx->kvls[role][instance], 0, sizeof(kvl_t));
 }

@@ -16,6 +16,10 @@ kvx_status_t bootstrap_run_joined(kvx_ctx_t *ctx, void *const *descs, const size
                                   kvx_failure_t *why);
 /* This rank's descriptor as the bootstrap exchanges it (malloc'd). */
 kvx_status_t bootstrap_desc(kvx_ctx_t *ctx, void **desc, size_t *len, kvx_failure_t *why);
+/* The peers of a joined instance that a later incarnation replaces: lost
+ * with how (their rooms fail), their endpoints and keys released, their
+ * rank no longer theirs, their slots free once nothing refers to them. */
+void bootstrap_retire(kvx_ctx_t *ctx, kvx_role_t role, int instance, const char *how);
 /* A rank of a joining instance at this rank's door, hello and descriptor
  * proven: checked as creation checks the ranks of one job (both values named
  * on a mismatch), its instance's geometry recorded, and made a peer with its

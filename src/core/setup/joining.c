@@ -38,6 +38,7 @@ struct join_state {
     rdv_t door;
     int next_place;       /* world rank 0: the place it gives next */
     int *expect, *have;   /* [place]: ranks of it this rank talks to, and joined */
+    uint32_t *gen;        /* [place]: its incarnation here, 0 before the first */
     join_welcome_t place; /* a joiner: what the job gave it */
 };
 
@@ -200,6 +201,8 @@ kvx_status_t joining_contact(kvx_ctx_t *ctx, kvx_failure_t *why)
     for (int r = 0; r < 3; r++) {
         ctx->inst_cap[r] = job.count[r];
     }
+    /* Its rooms' nonces start past every earlier incarnation's. */
+    ctx->next_nonce = (uint64_t)(w->generation - 1) << 24;
     ident_set_rank(ctx->rank);
     ident_set_role(ctx->role, ctx->instance, ctx->tp_rank, ctx->tp_size);
     kvx_info("joined the job at %s as %s[%d], generation %u: job rank %d of %d, %u doors",
@@ -250,6 +253,26 @@ kvx_status_t joining_bootstrap(kvx_ctx_t *ctx, kvx_failure_t *why)
 
 /* ---- the job's doors ---------------------------------------------------- */
 
+/* Is a joined place's incarnation gone here: one of its peers lost or said
+ * goodbye (an instance that lost a rank cannot go on)? Names it in how. */
+static int joining_gone(kvx_ctx_t *ctx, int c, char *how, size_t len)
+{
+    kvx_role_t last = joining_last(&ctx->job);
+
+    for (int i = 0; i < ctx->npeers; i++) {
+        const peer_t *p = &ctx->peers[i];
+
+        if (!p->retired && p->role == last && p->instance == c && (p->lost || p->bye)) {
+            if (how != NULL) {
+                snprintf(how, len, "%s[%d] is gone: %s %s%s", kvx_role_name(last), c, p->name,
+                         p->bye ? "left" : "was lost: ", p->bye ? "" : p->lost_how);
+            }
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* First contact (world rank 0) or the welcome before a descriptor exchange. */
 static kvx_status_t joining_admit(void *arg, const join_hello_t *h, const char *peer,
                                   join_welcome_t *w, char *why, size_t why_len)
@@ -271,6 +294,7 @@ static kvx_status_t joining_admit(void *arg, const join_hello_t *h, const char *
     w->count[1] = ctx->job.count[KVX_ROLE_DECODE];
     w->tp[0] = ctx->job.tp[KVX_ROLE_PREFILL];
     w->tp[1] = ctx->job.tp[KVX_ROLE_DECODE];
+    w->generation = 0;
     if (h->place >= 0) {
         w->instance = h->place;
         w->generation = h->generation > 0 ? h->generation : 1;
@@ -291,13 +315,25 @@ static kvx_status_t joining_admit(void *arg, const join_hello_t *h, const char *
         snprintf(why, why_len, "%s", f.text);
         return f.status;
     }
-    if (js->next_place >= ctx->inst_cap[last]) {
-        snprintf(why, why_len, "this job has given all its KVX_JOIN_MAX=%lld places",
+    /* A place whose incarnation is gone is given again, one generation on. */
+    for (int c = ctx->inst_cap[last] - (int)ctx->cfg.join_max; c < js->next_place; c++) {
+        /* A generation numbers its rooms' nonces from (g - 1) << 24: 255 fit. */
+        if (js->gen[c] > 0 && js->gen[c] < 255 && joining_gone(ctx, c, NULL, 0)) {
+            w->instance = c;
+            w->generation = js->gen[c] + 1;
+            break;
+        }
+    }
+    if (w->generation == 0 && js->next_place >= ctx->inst_cap[last]) {
+        snprintf(why, why_len,
+                 "every one of this job's KVX_JOIN_MAX=%lld places is held by a live instance",
                  ctx->cfg.join_max);
         return KVX_ERR_BUSY;
     }
-    w->instance = js->next_place++;
-    w->generation = 1;
+    if (w->generation == 0) {
+        w->instance = js->next_place++;
+        w->generation = 1;
+    }
     w->count[last - 1] =
         w->instance + 1 > w->count[last - 1] ? w->instance + 1 : w->count[last - 1];
     w->ndoors = (uint32_t)ctx->ndoors;
@@ -333,7 +369,24 @@ static kvx_status_t joining_describe(void *arg, const join_hello_t *h, const cha
     kvx_role_t last = joining_last(&ctx->job);
     kvx_failure_t f;
     int talks = 0, c = h->place;
-    kvx_status_t status = bootstrap_take_joined(ctx, h, desc, len, &talks, &f);
+    kvx_status_t status;
+
+    if (c >= 0 && c < ctx->inst_cap[last] && js->gen[c] > 0 && h->generation != js->gen[c]) {
+        char how[128];
+
+        if (h->generation < js->gen[c]) {
+            snprintf(why, why_len, "generation %u of %s[%d] is older than its generation %u here",
+                     h->generation, kvx_role_name(last), c, js->gen[c]);
+            return KVX_ERR_INVALID_PARAM;
+        }
+        /* A later incarnation: the earlier one's peers go, its rooms fail. */
+        snprintf(how, sizeof(how), "replaced by generation %u of %s[%d] (from %s)", h->generation,
+                 kvx_role_name(last), c, peer);
+        bootstrap_retire(ctx, last, c, how);
+        js->expect[c] = js->have[c] = 0;
+        js->gen[c] = 0;
+    }
+    status = bootstrap_take_joined(ctx, h, desc, len, &talks, &f);
 
     if (status == KVX_OK) {
         status = bootstrap_desc(ctx, reply, reply_len, &f);
@@ -342,7 +395,8 @@ static kvx_status_t joining_describe(void *arg, const join_hello_t *h, const cha
         snprintf(why, why_len, "%s", f.text);
         return status;
     }
-    if (js->expect[c] == 0) {
+    if (js->gen[c] == 0) {
+        js->gen[c] = h->generation;
         js->expect[c] = joining_expect(ctx, c);
     }
     js->have[c] += talks;
@@ -383,7 +437,8 @@ kvx_status_t joining_prepare(kvx_ctx_t *ctx, kvx_failure_t *why)
     ctx->join->next_place = ctx->job.count[last];
     ctx->join->expect = calloc((size_t)ctx->inst_cap[last], sizeof(int));
     ctx->join->have = calloc((size_t)ctx->inst_cap[last], sizeof(int));
-    if (ctx->join->expect == NULL || ctx->join->have == NULL) {
+    ctx->join->gen = calloc((size_t)ctx->inst_cap[last], sizeof(uint32_t));
+    if (ctx->join->expect == NULL || ctx->join->have == NULL || ctx->join->gen == NULL) {
         failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory");
         return KVX_ERR_NO_MEMORY;
     }
@@ -403,12 +458,70 @@ kvx_status_t joining_prepare(kvx_ctx_t *ctx, kvx_failure_t *why)
     return KVX_OK;
 }
 
-unsigned joining_poll(kvx_ctx_t *ctx)
+static void joining_bye_send(peer_t *peer)
 {
-    if (ctx->join == NULL || !ctx->join->door_open) {
-        return 0;
+    size_t len;
+    void *bye = msg_new(MSG_BYE, peer->ctx->rank, 0, 0, &len);
+
+    if (bye != NULL && !peer->lost) {
+        peer_send(peer->ctx, peer, bye, len);
+    } else {
+        free(bye);
     }
-    return rdv_poll(&ctx->join->door, kvx_now_ns());
+}
+
+static void joining_bye_flushed(void *request, ucs_status_t status, void *user)
+{
+    (void)status;
+    kucx_request_free(request);
+    joining_bye_send(user);
+}
+
+/* A joined instance that leaves while the job goes on waits, as any
+ * destroy does, until every peer said goodbye: a door rank answers its
+ * goodbye once nothing it sent to it is in flight (the flush). */
+static void joining_answer_byes(kvx_ctx_t *ctx)
+{
+    kvx_role_t last = joining_last(&ctx->job);
+
+    for (int i = 0; i < ctx->npeers; i++) {
+        peer_t *p = &ctx->peers[i];
+        ucs_status_t ucs;
+
+        if (!p->bye || p->bye_answered || p->retired || p->role != last || p->rank < ctx->size) {
+            continue;
+        }
+        p->bye_answered = 1;
+        if (p->lost || p->ep_failed ||
+            kucx_flush(p->ep, joining_bye_flushed, p, &ucs) != KVX_INPROGRESS) {
+            joining_bye_send(p);
+        }
+    }
+}
+
+void joining_tick(kvx_ctx_t *ctx, uint64_t now)
+{
+    struct join_state *js = ctx->join;
+    kvx_role_t last = joining_last(&ctx->job);
+    char how[256];
+
+    if (js == NULL || !js->door_open) {
+        return;
+    }
+    rdv_poll(&js->door, now);
+    if (!ctx->stopping) {
+        joining_answer_byes(ctx);
+    }
+    /* A joined instance that is gone is no pair any more: rooms to it are
+     * refused with why until a later incarnation has joined. */
+    for (int c = ctx->inst_cap[last] - (int)ctx->cfg.join_max; c < ctx->job.count[last]; c++) {
+        if (js->gen[c] > 0 && ctx->pair_fail[c].status == KVX_OK &&
+            joining_gone(ctx, c, how, sizeof(how))) {
+            failure_set(&ctx->pair_fail[c], KVX_ERR_PEER_LOST, KVX_STAGE_BOOTSTRAP, NULL, "%s",
+                        how);
+            kvx_info("%s; its place may be given again", how);
+        }
+    }
 }
 
 void joining_publish(kvx_ctx_t *ctx)
@@ -442,6 +555,7 @@ void joining_cleanup(kvx_ctx_t *ctx)
     }
     free(js->expect);
     free(js->have);
+    free(js->gen);
     free(js->place.doors);
     memset(js->key, 0, sizeof(js->key));
     free(js);

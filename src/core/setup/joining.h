@@ -22,8 +22,9 @@ kvx_status_t joining_contact(kvx_ctx_t *ctx, kvx_failure_t *why);
 kvx_status_t joining_prepare(kvx_ctx_t *ctx, kvx_failure_t *why);
 /* The bootstrap of a joiner: descriptors with every door, then its peers. */
 kvx_status_t joining_bootstrap(kvx_ctx_t *ctx, kvx_failure_t *why);
-/* The progress thread's poller: the door. */
-unsigned joining_poll(kvx_ctx_t *ctx);
+/* The progress thread's ticker: the door, every tick (1-10 ms), so that a
+ * job that takes joiners pays no syscall per progress round. */
+void joining_tick(kvx_ctx_t *ctx, uint64_t now);
 /* After creation: world rank 0 writes its door's address to
  * KVX_JOIN_ADDRESS_FILE. */
 void joining_publish(kvx_ctx_t *ctx);

@@ -350,12 +350,12 @@ static kvx_status_t ctx_start_progress(kvx_ctx_t *ctx)
     progress_add_poller(ctx, unpack_progress);
     progress_add_poller(ctx, cstage_progress);
     progress_add_poller(ctx, sender_poll_events);
-    if (ctx->join != NULL) {
-        progress_add_poller(ctx, joining_poll);
-    }
     progress_add_ticker(ctx, agree_tick);
     progress_add_ticker(ctx, room_tick);
     progress_add_ticker(ctx, peer_tick);
+    if (ctx->join != NULL) {
+        progress_add_ticker(ctx, joining_tick); /* not a poller: no syscall per round */
+    }
     return progress_start(ctx);
 }
 
