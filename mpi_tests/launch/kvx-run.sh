@@ -182,6 +182,24 @@ check "an empty host name is refused" 2 'empty host name'
 kvx --layout prefill:1x1,decode:1x1 --rankfile "$work/hostfile" --dry-run -- prog
 check "--rankfile is handed to mpirun" 0 "--rankfile $work/hostfile prog$"
 
+echo "# instances that join a running job (dry runs)"
+(umask 077 && printf '%064d' 7 >"$work/job.key")
+kvx --layout decode:1x2 --join 10.0.0.1:4000 --join-key "$work/job.key" --dry-run -- prog
+check "--join: the joiner's layout alone, its address and key by path" 0 \
+    'KVX_LAYOUT=decode:1x2 mpirun .*-np 2 .*-x KVX_JOIN -x KVX_JOIN_KEY_FILE .*prog$' \
+    '= 2 ranks$' "!0000000000000007"
+kvx --layout prefill:1x1,decode:1x1 --join 10.0.0.1:4000 --join-key "$work/job.key" --dry-run -- prog
+check "--join with a whole job's layout is refused" 2 'with --join the layout names the joining instance alone'
+kvx --layout decode:1x1 --join 10.0.0.1:4000 --dry-run -- prog
+check "--join without a key is refused" 2 "--join needs the job's key"
+chmod 644 "$work/job.key"
+kvx --layout prefill:1x1,decode:1x1 --join-key "$work/job.key" --dry-run -- prog
+check "a key others can read is refused" 2 'must be yours and readable by no one else \(uid [0-9]+, mode 644\)'
+chmod 600 "$work/job.key"
+kvx --layout prefill:1x1,decode:1x1 --join-key "$work/job.key" --join-address-file "$work/addr" --dry-run -- prog
+check "a job that takes joiners exports its key and address file" 0 \
+    '-x KVX_JOIN_ADDRESS_FILE -x KVX_JOIN_KEY_FILE -x KVX_LAYOUT prog$'
+
 echo "# real runs"
 if ! command -v mpirun >/dev/null 2>&1; then
     echo "skipped: mpirun is not installed"
