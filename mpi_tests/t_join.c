@@ -220,8 +220,16 @@ static void prefill(int rooms, int joined, int killed)
     int alt = 0; /* the joiner's turn */
     kvx_failure_t why;
 
+    MPI_Comm tp = kvx_ctx_tp_comm(J.ctx);
+
     while (to0 < rooms || target > 0) {
-        int usable = target > 0 && kvx_ctx_pair_status(J.ctx, target, &why) == KVX_OK;
+        /* Every TP rank of the prefill instance opens the same rooms: the
+         * decisions are theirs together (usable on all; tp0's clock). */
+        int mine = target > 0 && kvx_ctx_pair_status(J.ctx, target, &why) == KVX_OK, usable;
+        int clock[2] = { tl_now() - last > 0.1, tl_now() - t0 < limit };
+
+        MPI_Allreduce(&mine, &usable, 1, MPI_INT, MPI_MIN, tp);
+        MPI_Bcast(clock, 2, MPI_INT, 0, tp);
 
         if (usable && sent == 0 && (alt || to0 >= rooms)) {
             printf("t_join: decode[%d] usable %.3f s after the first room, %d rooms to "
@@ -266,13 +274,13 @@ static void prefill(int rooms, int joined, int killed)
                 }
             }
             last = tl_now();
-        } else if (to0 < rooms && (usable || target == 0 || tl_now() - last > 0.1)) {
+        } else if (to0 < rooms && (usable || target == 0 || clock[0])) {
             /* Alternating with a usable joiner; while one is awaited, one
              * room in 100 ms: the job goes on. */
             send_ok(1 + (uint64_t)to0++, 0);
             alt = 1;
             last = tl_now();
-        } else if (tl_now() - t0 < limit) {
+        } else if (clock[1]) {
             usleep(5000);
         } else {
             TL_CHECK(0, "decode[%d] did not join within %.0f s (%s)", target, limit, why.text);
