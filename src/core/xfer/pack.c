@@ -108,6 +108,13 @@ kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
             need_bytes = 2 * plan_max_op(&g);
         }
     }
+    /* A rank that takes joiners (setup/joining.c) cannot know its later
+     * peers' transports: across hosts without native RMA their pages go as
+     * data messages, which need slots and an area. */
+    if (ctx->door_addr[0] != '\0' && !ctx->cstage.on) {
+        need_slots = 1;
+        need_area |= ctx->role == KVX_ROLE_PREFILL;
+    }
     if (!need_slots) {
         return KVX_OK;
     }
