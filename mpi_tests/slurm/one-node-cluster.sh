@@ -1,6 +1,7 @@
 #!/bin/sh
 # one-node-cluster.sh - a real Slurm on this machine runs launch/slurm/kvx-demo.sbatch,
-# which runs kvx-demo.
+# which runs kvx-demo; then mpi_tests/slurm/join.sbatch, two job steps of one
+# allocation: a job and a decode instance that joins it (docs/user/join.md).
 #
 # Starts a private one-node Slurm cluster: munged with its own key, then
 # slurmctld and slurmd in the foreground as background processes, from a
@@ -15,14 +16,14 @@
 # takes one of 16 slots with flock, and a slot gives its own pair of ports,
 # skipped when something else listens there.
 #
-# The whole test is bounded at 2 minutes. It needs root (slurmd must start
+# The whole test is bounded at 3 minutes. It needs root (slurmd must start
 # jobs) and the Debian packages slurmctld, slurmd, slurm-client and munge,
 # which launch/quickstart.sh installs; without them it skips (exit 77), or
 # fails when KVXT_REQUIRE_SLURM=1 (set by quickstart.sh, which installed them).
 set -u
 
 if [ -z "${KVXT_SLURM_BOUNDED:-}" ]; then
-    KVXT_SLURM_BOUNDED=1 exec timeout -k 10 120 /bin/sh "$0" "$@"
+    KVXT_SLURM_BOUNDED=1 exec timeout -k 10 180 /bin/sh "$0" "$@"
 fi
 
 top_srcdir=$(cd "${top_srcdir:-$(dirname "$0")/../..}" && pwd)
@@ -248,4 +249,30 @@ grep -q "^kvx-run: KVX_LAYOUT=$layout srun --mpi=pmix -n $ntasks " "$work/job.ou
 grep -q "$summary" "$work/job.out" || fail "the job output has no line matching '$summary'"
 grep -q "$rooms" "$work/job.out" || fail "the job output has no line matching '$rooms'"
 echo "ok: the sbatch template ran $layout through kvx-run and srun --mpi=pmix"
-echo "1 passed, 0 failed"
+
+# ---- a joiner as a second job step --------------------------------------------------
+
+export T_JOIN="$top_builddir/mpi_tests/t_join"
+job=$(sbatch --parsable --ntasks=3 --overcommit --time=2 --chdir="$work" \
+    --output="$work/join.out" "$top_srcdir/mpi_tests/slurm/join.sbatch") || { fail "sbatch failed"; }
+job=${job%%;*}
+echo "submitted job $job: sbatch --ntasks=3 --overcommit mpi_tests/slurm/join.sbatch"
+jstate=
+for _ in $(seq 120); do
+    alive
+    jstate=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    case $jstate in
+    PENDING | CONFIGURING | RUNNING | COMPLETING | '') sleep 0.5 ;;
+    *) break ;;
+    esac
+done
+exit_code=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+echo "job $job: $jstate, exit code $exit_code"
+echo "---- job output"
+cat "$work/join.out" 2>/dev/null
+echo "----"
+[ "$jstate" = COMPLETED ] && [ "$exit_code" = 0:0 ] || { fail "job $job ended $jstate ($exit_code)"; }
+grep -q "^kvx-run: KVX_LAYOUT=decode:1x1 srun --mpi=pmix -n 1 " "$work/join.out" ||
+    fail "the joiner did not launch through kvx-run and srun --mpi=pmix"
+echo "ok: a decode instance joined a running job as a second job step (srun --mpi=pmix)"
+echo "2 passed, 0 failed"
