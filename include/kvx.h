@@ -593,10 +593,26 @@ KVX_API kvx_status_t kvx_mem_path_probe(kvx_mem_type_t type, kvx_mem_path_t *pat
  * @param other_instance  a decode instance (on prefill ranks) or a prefill
  *                        instance (on decode ranks)
  * @param reason_p        optional; for KVX_ERR_KV_MISMATCH, which values differ
- * @return KVX_OK, KVX_ERR_KV_MISMATCH, KVX_ERR_INVALID_PARAM or KVX_ERR_INVALID_HANDLE.
+ * @return KVX_OK, KVX_ERR_KV_MISMATCH, KVX_ERR_INVALID_PARAM or KVX_ERR_INVALID_HANDLE;
+ *         for an instance that joined a running job (docs/user/join.md),
+ *         KVX_ERR_BUSY while it is joining ("decode[2] is joining: 1 of the 2
+ *         ranks this rank talks to have joined") and KVX_ERR_PEER_LOST once it
+ *         is gone ("decode[2] is gone: decode[2].tp0 (rank 6) left"), until a
+ *         later incarnation takes its place.
  */
 KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
                                          kvx_failure_t *reason_p);
+
+/**
+ * The membership epoch of this rank: a count that grows whenever an instance
+ * of the other role joins the running job, is replaced, leaves or is lost, as
+ * this rank sees it (docs/user/join.md). A scheduler polls it; when it moved,
+ * it reads kvx_ctx_identity() (how many instances) and kvx_ctx_pair_status()
+ * of each. Stays 0 on a rank that takes no joiners.
+ * @param epoch_p  where the epoch goes
+ * @return KVX_OK, KVX_ERR_INVALID_PARAM (NULL) or KVX_ERR_INVALID_HANDLE. Thread safe.
+ */
+KVX_API kvx_status_t kvx_ctx_membership(kvx_ctx_t *ctx, uint64_t *epoch_p);
 
 /* ------------------------------------------------------------------------ */
 /* Rooms: one request's transfer from one prefill to one decode instance.    */

@@ -232,6 +232,12 @@ static void prefill(int rooms, int joined, int killed)
         MPI_Bcast(clock, 2, MPI_INT, 0, tp);
 
         if (usable && sent == 0 && (alt || to0 >= rooms)) {
+            uint64_t epoch = 0;
+
+            /* Each join, and each loss, moves the membership epoch. */
+            kvx_ctx_membership(J.ctx, &epoch);
+            TL_CHECK(epoch == (lost_at > 0 ? 3u : 1u), "membership epoch %llu when decode[1] %s",
+                     (unsigned long long)epoch, lost_at > 0 ? "was replaced" : "joined");
             printf("t_join: decode[%d] usable %.3f s after the first room, %d rooms to "
                    "decode[0] before\n",
                    target, tl_now() - t0, to0);
@@ -367,6 +373,13 @@ static void prefill_cycles(int rooms, int cycles, int per)
         wait0 = tl_now();
         while (kvx_ctx_pair_status(J.ctx, 1, &why) == KVX_OK && tl_now() - wait0 < limit) {
             usleep(2000);
+        }
+        {
+            uint64_t epoch = 0;
+
+            kvx_ctx_membership(J.ctx, &epoch);
+            TL_CHECK(epoch == 2 * (uint64_t)c, "membership epoch %llu after %d joins and leaves",
+                     (unsigned long long)epoch, c);
         }
         if (c == 10) {
             u10 = usage_now();

@@ -487,9 +487,17 @@ class Context:
 
     def pair_status(self, other_instance):
         """None when this rank can exchange pages with that instance of the
-        other role, else the KvxError that says which values differ."""
+        other role, else the KvxError that says why: which values differ
+        (KVX_ERR_KV_MISMATCH), or of an instance that joined the running job,
+        that it is still joining (KVX_ERR_BUSY) or gone (KVX_ERR_PEER_LOST)."""
         record = self._c.pair_status(other_instance)
         return None if record is None else KvxError(record)
+
+    def membership(self):
+        """kvx_ctx_membership: a count that grows whenever an instance of the
+        other role joins, is replaced, leaves or is lost (docs/user/join.md);
+        poll it, and when it moved read identity and pair_status again."""
+        return self._c.membership()
 
     def close(self):
         """kvx_ctx_destroy: collective over the live ranks of the job."""

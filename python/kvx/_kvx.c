@@ -389,10 +389,26 @@ static PyObject *kvxpy_ctx_pair_status(kvxpy_ctx_t *self, PyObject *args)
     if (st == KVX_OK) {
         Py_RETURN_NONE;
     }
-    if (st == KVX_ERR_KV_MISMATCH) {
+    if (st == KVX_ERR_KV_MISMATCH || st == KVX_ERR_BUSY || st == KVX_ERR_PEER_LOST) {
         return kvxpy_failure_dict(&why);
     }
     return kvxpy_raise_status(st, "kvx_ctx_pair_status", 0, 0);
+}
+
+static PyObject *kvxpy_ctx_membership(kvxpy_ctx_t *self, PyObject *noargs)
+{
+    uint64_t epoch = 0;
+    kvx_status_t st;
+
+    (void)noargs;
+    if (!kvxpy_ctx_live(self)) {
+        return NULL;
+    }
+    st = kvx_ctx_membership(self->ctx, &epoch);
+    if (st != KVX_OK) {
+        return kvxpy_raise_status(st, "kvx_ctx_membership", 0, 0);
+    }
+    return PyLong_FromUnsignedLongLong(epoch);
 }
 
 static PyObject *kvxpy_ctx_recv_open(kvxpy_ctx_t *self, PyObject *args)
@@ -843,6 +859,8 @@ static PyMethodDef kvxpy_ctx_methods[] = {
     { "mem_path", (PyCFunction)kvxpy_ctx_mem_path, METH_NOARGS, "(path name, reason)." },
     { "pair_status", (PyCFunction)kvxpy_ctx_pair_status, METH_VARARGS,
       "None, or the mismatch record of a pair of instances." },
+    { "membership", (PyCFunction)kvxpy_ctx_membership, METH_NOARGS,
+      "kvx_ctx_membership: the epoch of joins, replacements and departures" },
     { "recv_open", (PyCFunction)kvxpy_ctx_recv_open, METH_VARARGS,
       "recv_open(room, prefill_instance, pages, aux_slot=-1)" },
     { "send_open", (PyCFunction)kvxpy_ctx_send_open, METH_VARARGS,

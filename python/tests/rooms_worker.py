@@ -184,6 +184,7 @@ def main():
             bad += int(np.count_nonzero(view != want))
     kvxjob.close_all(ctx, rooms)
     ident = ctx.identity
+    membership = ctx.membership()
     ctx.close()
     kvxjob.report(
         role=role,
@@ -192,6 +193,7 @@ def main():
         failures={str(r): f for r, f in failures.items()},
         bad=bad,
         identity=ident._asdict(),
+        membership=membership,
     )
 
 

@@ -34,6 +34,8 @@ def test_rooms_byte_exact(layout, np_, pool, page_layout):
         assert r["bad"] == 0, r
         assert r["failures"] == {}
     roles = sorted(r["identity"]["role"] for r in job.results)
+    # No job key: no instance joins, the epoch stays 0 on every rank.
+    assert [r["membership"] for r in job.results] == [0] * len(job.results)
     assert roles.count("prefill") == job.results[0]["identity"]["prefill_tp"]
 
 

@@ -109,6 +109,22 @@ kvx_status_t kvx_ctx_kv_buffer(kvx_ctx_t *ctx, unsigned layer, unsigned comp, vo
     return status;
 }
 
+kvx_status_t kvx_ctx_membership(kvx_ctx_t *ctx, uint64_t *epoch_p)
+{
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (epoch_p == NULL) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else {
+        *epoch_p = ctx->membership;
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
 kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other, kvx_failure_t *reason_p)
 {
     kvx_status_t status = ctx_enter(ctx);

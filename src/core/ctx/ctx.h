@@ -60,14 +60,15 @@ struct kvx_ctx {
     kvx_failure_t *pair_fail;   /* [other instance]: status != OK when unusable */
     /* Job ranks and instances the arrays above and kvls hold: the world's,
      * and the places of instances that may join (KVX_JOIN_MAX). A joined
-     * instance's ranks follow the world's (setup/join.c). */
+     * instance's ranks follow the world's (setup/joining.c). */
     int rank_cap, inst_cap[3];
     int peer_cap;                  /* slots of peers: rank_cap, and the joined places' again */
     char door_addr[JOIN_ADDR_MAX]; /* where this rank takes joiners, or "" */
     join_door_t *doors;            /* every rank's that does (bootstrap) */
     int ndoors;
-    /* Instances that join a running job (setup/join.c), or NULL. */
+    /* Instances that join a running job (setup/joining.c), or NULL. */
     struct join_state *join;
+    uint64_t membership; /* kvx_ctx_membership(): joins, replacements, departures seen */
     hmap_t rooms;
     struct outmsg *out_head, *out_tail;
     msg_limits_t limits;

@@ -42,7 +42,7 @@ typedef struct rank_info {
     int32_t pid;
     char machine[96];         /* boot id and PID namespace: equal means kill(pid, 0) works */
     char netns[48];           /* network namespace: with machine equal, the same host */
-    char door[JOIN_ADDR_MAX]; /* where it takes joiners (setup/join.c), or "" */
+    char door[JOIN_ADDR_MAX]; /* where it takes joiners (setup/joining.c), or "" */
 } rank_info_t;
 
 /* What makes two processes share a kernel and a PID namespace. */
@@ -658,7 +658,7 @@ static void bootstrap_mine(kvx_ctx_t *ctx, rank_info_t *mine, size_t blob_len)
 }
 
 /* The doors of the ranks that take joiners, for the welcome of world rank
- * 0's (setup/join.c). */
+ * 0's (setup/joining.c). */
 static kvx_status_t bootstrap_doors(kvx_ctx_t *ctx, const rank_info_t *info)
 {
     int n = 0;

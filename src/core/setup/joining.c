@@ -406,6 +406,7 @@ static kvx_status_t joining_describe(void *arg, const join_hello_t *h, const cha
                     kvx_role_name(last), c, js->have[c], js->expect[c]);
     } else if (talks || js->expect[c] == 0) {
         memset(&ctx->pair_fail[c], 0, sizeof(ctx->pair_fail[c]));
+        ctx->membership++;
         kvx_info("%s[%d] joined (from %s): the job has %d %s instances", kvx_role_name(last), c,
                  peer, ctx->job.count[last], kvx_role_name(last));
     }
@@ -519,6 +520,7 @@ void joining_tick(kvx_ctx_t *ctx, uint64_t now)
             joining_gone(ctx, c, how, sizeof(how))) {
             failure_set(&ctx->pair_fail[c], KVX_ERR_PEER_LOST, KVX_STAGE_BOOTSTRAP, NULL, "%s",
                         how);
+            ctx->membership++;
             kvx_info("%s; its place may be given again", how);
         }
     }
