@@ -16,7 +16,8 @@
  *                               the joiner, its own mpirun (KVX_LAYOUT=decode:1x1,
  *                               KVX_JOIN=the job's address): joins as decode[PLACE]
  *                               (1), receives JOINED rooms, and with "die" then
- *                               kills itself (SIGKILL), writing when to killed_at
+ *                               kills itself (SIGKILL), writing when to killed_at;
+ *                               with "linger" waits 6 s before it leaves
  *   t_join job ROOMS CYCLES PER cycles, t_join joiner-cycles CYCLES PER
  *                               a joiner that joins as decode[1], takes PER rooms
  *                               and leaves, CYCLES times in one process: each
@@ -458,8 +459,22 @@ int main(int argc, char **argv)
         if (argc > 4 && strcmp(argv[4], "die") == 0) {
             die();
         }
+        if (argc > 4 && strcmp(argv[4], "linger") == 0) {
+            sleep(6 * (unsigned)tl_timeout_scale()); /* the job's ranks leave first */
+        }
     }
-    kvx_ctx_destroy(J.ctx);
+    {
+        /* The job's ranks leave before a lingering joiner: the goodbye is
+         * answered at once, not when the joiner leaves. */
+        double d0 = tl_now();
+
+        kvx_ctx_destroy(J.ctx);
+        if (job) {
+            printf("t_join: rank %d destroyed its context in %.3f s\n", tl_rank, tl_now() - d0);
+            /* Not held until a lingering joiner leaves (6 s). */
+            TL_CHECK(tl_now() - d0 < 3 * tl_timeout_scale(), "destroy took %.1f s", tl_now() - d0);
+        }
+    }
     snprintf(line, sizeof(line), "t_join %s: %s", job ? "job" : "joiner",
              tl_failures ? "FAILED" : "ok");
     tl_result(line);

@@ -480,16 +480,20 @@ static void joining_bye_flushed(void *request, ucs_status_t status, void *user)
 
 /* A joined instance that leaves while the job goes on waits, as any
  * destroy does, until every peer said goodbye: a door rank answers its
- * goodbye once nothing it sent to it is in flight (the flush). */
+ * goodbye once nothing it sent to it is in flight (the flush); and so does
+ * a joiner that outlives the job's ranks. Between the ranks of one world
+ * the goodbyes cross as they always did. */
 static void joining_answer_byes(kvx_ctx_t *ctx)
 {
     kvx_role_t last = joining_last(&ctx->job);
+    int joiner = joining_is_joiner(ctx);
 
     for (int i = 0; i < ctx->npeers; i++) {
         peer_t *p = &ctx->peers[i];
         ucs_status_t ucs;
+        int across = joiner ? p->role != ctx->role : p->role == last && p->rank >= ctx->size;
 
-        if (!p->bye || p->bye_answered || p->retired || p->role != last || p->rank < ctx->size) {
+        if (!p->bye || p->bye_answered || p->retired || !across) {
             continue;
         }
         p->bye_answered = 1;
@@ -506,13 +510,16 @@ void joining_tick(kvx_ctx_t *ctx, uint64_t now)
     kvx_role_t last = joining_last(&ctx->job);
     char how[256];
 
-    if (js == NULL || !js->door_open) {
+    if (js == NULL) {
         return;
     }
-    rdv_poll(&js->door, now);
     if (!ctx->stopping) {
         joining_answer_byes(ctx);
     }
+    if (!js->door_open) {
+        return;
+    }
+    rdv_poll(&js->door, now);
     /* A joined instance that is gone is no pair any more: rooms to it are
      * refused with why until a later incarnation has joined. */
     for (int c = ctx->inst_cap[last] - (int)ctx->cfg.join_max; c < ctx->job.count[last]; c++) {
