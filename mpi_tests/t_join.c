@@ -469,7 +469,9 @@ int main(int argc, char **argv)
         double d0 = tl_now();
 
         kvx_ctx_destroy(J.ctx);
-        if (job) {
+        /* (A decode rank of the job waits for its prefill ranks' goodbye,
+         * as in any job: only theirs is timed.) */
+        if (job && J.id.role == KVX_ROLE_PREFILL) {
             printf("t_join: rank %d destroyed its context in %.3f s\n", tl_rank, tl_now() - d0);
             /* Not held until a lingering joiner leaves (6 s). */
             TL_CHECK(tl_now() - d0 < 3 * tl_timeout_scale(), "destroy took %.1f s", tl_now() - d0);
