@@ -23,6 +23,11 @@
  *                               and leaves, CYCLES times in one process: each
  *                               incarnation gets the place again; the job's
  *                               memory and descriptors do not grow with them
+ *   t_join world-kill KILLED JOINED
+ *                               decode[0] of the job's own world takes KILLED
+ *                               rooms and dies; its next room must fail, and a
+ *                               replacement (t_join joiner JOINED 0) takes
+ *                               decode[0] again, generation 2, and JOINED rooms
  *   t_join refused STATUS TEXT [PAGE_SIZE]
  *                               a joiner the job must refuse: kvx_ctx_create()
  *                               fails with STATUS and a reason holding TEXT
@@ -200,6 +205,9 @@ static double killed_at(void)
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/joiner-1/killed_at", getenv("KVXT_OUT"));
+    if (access(path, R_OK) != 0) { /* a world rank killed itself: the job's own */
+        snprintf(path, sizeof(path), "%s/killed_at", getenv("KVXT_OUT"));
+    }
     f = fopen(path, "r");
     if (f != NULL) {
         if (fscanf(f, "%lf", &t) != 1) {
@@ -235,10 +243,14 @@ static void prefill(int rooms, int joined, int killed)
         if (usable && sent == 0 && (alt || to0 >= rooms)) {
             uint64_t epoch = 0;
 
-            /* Each join, and each loss, moves the membership epoch. */
+            /* Each join, and each loss, moves the membership epoch (and so
+             * does decode[0] leaving, should it have run out of rooms). */
+            uint64_t expect = lost_at > 0 ? 3u : 1u;
+
             kvx_ctx_membership(J.ctx, &epoch);
-            TL_CHECK(epoch == (lost_at > 0 ? 3u : 1u), "membership epoch %llu when decode[1] %s",
-                     (unsigned long long)epoch, lost_at > 0 ? "was replaced" : "joined");
+            TL_CHECK(epoch == expect || (epoch == expect + 1 && to0 >= rooms),
+                     "membership epoch %llu when decode[1] %s", (unsigned long long)epoch,
+                     lost_at > 0 ? "was replaced" : "joined");
             printf("t_join: decode[%d] usable %.3f s after the first room, %d rooms to "
                    "decode[0] before\n",
                    target, tl_now() - t0, to0);
@@ -292,6 +304,53 @@ static void prefill(int rooms, int joined, int killed)
         } else {
             TL_CHECK(0, "decode[%d] did not join within %.0f s (%s)", target, limit, why.text);
             break;
+        }
+    }
+}
+
+/* prefill[0] when decode[0], an instance of the job's own world, dies after
+ * killed rooms: its next room fails as a lost peer, its pair status says it
+ * is gone, and a replacement takes decode[0] again (generation 2) and
+ * joined rooms, under the same room ids. */
+static void prefill_world(int killed, int joined)
+{
+    double limit = 120 * tl_timeout_scale(), lost_at, w0;
+    uint64_t epoch = 0;
+    kvx_failure_t f;
+    kvx_room_state_t rs;
+    kvx_status_t st;
+    char line[512];
+
+    for (int k = 1; k <= killed; k++) {
+        send_ok((uint64_t)k, 0);
+    }
+    rs = send_room((uint64_t)killed + 1, 0, &f);
+    kvx_failure_format(&f, line, sizeof(line));
+    TL_CHECK(rs == KVX_ROOM_FAILED && f.status == KVX_ERR_PEER_LOST,
+             "room %d to the killed decode[0] is %s: %s", killed + 1, kvx_room_state_name(rs),
+             line);
+    lost_at = tl_now();
+    printf("t_join: room %d to the killed decode[0]: %s\n", killed + 1, line);
+    st = kvx_ctx_pair_status(J.ctx, 0, &f);
+    TL_CHECK(st == KVX_ERR_PEER_LOST && strstr(f.text, "decode[0] is gone") != NULL,
+             "decode[0] after its loss: %s (%s)", kvx_status_name(st), f.text);
+    w0 = tl_now();
+    while (kvx_ctx_pair_status(J.ctx, 0, &f) != KVX_OK && tl_now() - w0 < limit) {
+        usleep(2000);
+    }
+    TL_CHECK(tl_now() - w0 < limit, "no replacement of decode[0] within %.0f s (%s)", limit,
+             f.text);
+    kvx_ctx_membership(J.ctx, &epoch);
+    TL_CHECK(epoch == 2, "membership epoch %llu after the loss and the replacement",
+             (unsigned long long)epoch);
+    for (int k = 1; k <= joined && tl_failures == 0; k++) {
+        send_ok((uint64_t)k, 0);
+        if (k == 1) {
+            double kt = killed_at();
+
+            printf("t_join: recovery: first SUCCESS on decode[0], generation 2, %.3f s after "
+                   "the loss was seen, %.3f s after the kill\n",
+                   tl_now() - lost_at, kt > 0 ? wall_now() - kt : -1.0);
         }
     }
 }
@@ -376,11 +435,17 @@ static void prefill_cycles(int rooms, int cycles, int per)
             usleep(2000);
         }
         {
+            /* 2 a cycle, and 1 when decode[0] (of the world) has left: it
+             * finishes its rooms before the cycles end. */
             uint64_t epoch = 0;
+            int gone0 = kvx_ctx_pair_status(J.ctx, 0, NULL) == KVX_ERR_PEER_LOST, gone1;
 
             kvx_ctx_membership(J.ctx, &epoch);
-            TL_CHECK(epoch == 2 * (uint64_t)c, "membership epoch %llu after %d joins and leaves",
-                     (unsigned long long)epoch, c);
+            gone1 = kvx_ctx_pair_status(J.ctx, 0, NULL) == KVX_ERR_PEER_LOST;
+            TL_CHECK(epoch == 2 * (uint64_t)c + (uint64_t)gone0 ||
+                         epoch == 2 * (uint64_t)c + (uint64_t)gone1,
+                     "membership epoch %llu after %d joins and leaves", (unsigned long long)epoch,
+                     c);
         }
         if (c == 10) {
             u10 = usage_now();
@@ -423,9 +488,11 @@ int main(int argc, char **argv)
     char line[160];
 
     if (argc < 3 || (!job && strcmp(argv[1], "joiner") != 0 && strcmp(argv[1], "refused") &&
-                     strcmp(argv[1], "joiner-cycles"))) {
-        fprintf(stderr, "usage: t_join job ROOMS JOINED | t_join joiner JOINED | "
-                        "t_join refused STATUS TEXT [PAGE_SIZE]\n");
+                     strcmp(argv[1], "joiner-cycles") && strcmp(argv[1], "world-kill"))) {
+        fprintf(stderr, "usage: t_join job ROOMS JOINED [KILLED|CYCLES PER cycles] | t_join "
+                        "joiner JOINED [PLACE [die|linger]] | t_join joiner-cycles CYCLES PER | "
+                        "t_join world-kill KILLED JOINED | t_join refused STATUS TEXT "
+                        "[PAGE_SIZE]\n");
         return 2;
     }
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -433,6 +500,19 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "refused") == 0) {
         refused(argv[2], argc > 3 ? argv[3] : "", argc > 4 ? (unsigned)atoi(argv[4]) : 4);
         tl_result(tl_failures ? "t_join refused: FAILED" : "t_join refused: ok");
+        MPI_Finalize();
+        return tl_failures ? 1 : 0;
+    }
+    if (strcmp(argv[1], "world-kill") == 0 && argc > 3) {
+        start();
+        if (J.id.role == KVX_ROLE_PREFILL) {
+            prefill_world(atoi(argv[2]), atoi(argv[3]));
+        } else {
+            receive(1, atoi(argv[2]));
+            die(); /* decode[0], of the job's world */
+        }
+        kvx_ctx_destroy(J.ctx);
+        tl_result(tl_failures ? "t_join world-kill: FAILED" : "t_join world-kill: ok");
         MPI_Finalize();
         return tl_failures ? 1 : 0;
     }

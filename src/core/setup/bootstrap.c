@@ -1028,7 +1028,8 @@ kvx_status_t bootstrap_take_joined(kvx_ctx_t *ctx, const join_hello_t *h, const 
     }
     job.count[last] = c + 1 > old ? c + 1 : old;
     rank = joblayout_rank(&job, last, c, h->tp_rank);
-    if (rank < ctx->size || rank >= ctx->rank_cap) {
+    /* An instance of the world is replaced (generation 2 on), never joined. */
+    if (rank >= ctx->rank_cap || (rank < ctx->size && h->generation < 2)) {
         failure_set(why, KVX_ERR_INVALID_PARAM, KVX_STAGE_BOOTSTRAP, NULL,
                     "%s[%d] is an instance of this job's world, not a place for a joiner",
                     kvx_role_name(last), c);

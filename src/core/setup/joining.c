@@ -273,6 +273,27 @@ static int joining_gone(kvx_ctx_t *ctx, int c, char *how, size_t len)
     return 0;
 }
 
+/* Is every peer of a world place here lost, none of them having said
+ * goodbye (and at least one)? A world instance is replaced when it died,
+ * not when it left: then the job is likely ending. */
+static int joining_all_lost(kvx_ctx_t *ctx, int c)
+{
+    kvx_role_t last = joining_last(&ctx->job);
+    int n = 0;
+
+    for (int i = 0; i < ctx->npeers; i++) {
+        const peer_t *p = &ctx->peers[i];
+
+        if (!p->retired && p->role == last && p->instance == c) {
+            if (!p->lost || p->bye) {
+                return 0;
+            }
+            n++;
+        }
+    }
+    return n > 0;
+}
+
 /* First contact (world rank 0) or the welcome before a descriptor exchange. */
 static kvx_status_t joining_admit(void *arg, const join_hello_t *h, const char *peer,
                                   join_welcome_t *w, char *why, size_t why_len)
@@ -315,10 +336,16 @@ static kvx_status_t joining_admit(void *arg, const join_hello_t *h, const char *
         snprintf(why, why_len, "%s", f.text);
         return f.status;
     }
-    /* A place whose incarnation is gone is given again, one generation on. */
-    for (int c = ctx->inst_cap[last] - (int)ctx->cfg.join_max; c < js->next_place; c++) {
+    /* A place whose incarnation is gone is given again, one generation on:
+     * a joined one when any of its ranks left or was lost, one of the
+     * world's when all its ranks were lost (a live one is still in the
+     * job's MPI world). */
+    for (int c = 0; c < js->next_place; c++) {
+        int world = c < ctx->inst_cap[last] - (int)ctx->cfg.join_max;
+
         /* A generation numbers its rooms' nonces from (g - 1) << 24: 255 fit. */
-        if (js->gen[c] > 0 && js->gen[c] < 255 && joining_gone(ctx, c, NULL, 0)) {
+        if (js->gen[c] > 0 && js->gen[c] < 255 && joining_gone(ctx, c, NULL, 0) &&
+            (!world || joining_all_lost(ctx, c))) {
             w->instance = c;
             w->generation = js->gen[c] + 1;
             break;
@@ -443,6 +470,11 @@ kvx_status_t joining_prepare(kvx_ctx_t *ctx, kvx_failure_t *why)
         failure_set(why, KVX_ERR_NO_MEMORY, KVX_STAGE_INIT, NULL, "no memory");
         return KVX_ERR_NO_MEMORY;
     }
+    /* The world's own instances are generation 1: one that is gone whole
+     * is given to a replacement as any joined place. */
+    for (int c = 0; c < ctx->job.count[last]; c++) {
+        ctx->join->gen[c] = 1;
+    }
     if (ctx->role == last || ctx->cfg.join_max == 0) {
         return KVX_OK;
     }
@@ -491,7 +523,9 @@ static void joining_answer_byes(kvx_ctx_t *ctx)
     for (int i = 0; i < ctx->npeers; i++) {
         peer_t *p = &ctx->peers[i];
         ucs_status_t ucs;
-        int across = joiner ? p->role != ctx->role : p->role == last && p->rank >= ctx->size;
+        /* (On a door rank: a joined peer, or a replacement of a world one.) */
+        int across = joiner ? p->role != ctx->role
+                            : p->role == last && (p->rank >= ctx->size || p->nonce_floor > 0);
 
         if (!p->bye || p->bye_answered || p->retired || !across) {
             continue;
@@ -522,7 +556,7 @@ void joining_tick(kvx_ctx_t *ctx, uint64_t now)
     rdv_poll(&js->door, now);
     /* A joined instance that is gone is no pair any more: rooms to it are
      * refused with why until a later incarnation has joined. */
-    for (int c = ctx->inst_cap[last] - (int)ctx->cfg.join_max; c < ctx->job.count[last]; c++) {
+    for (int c = 0; c < ctx->job.count[last]; c++) {
         if (js->gen[c] > 0 && ctx->pair_fail[c].status == KVX_OK &&
             joining_gone(ctx, c, how, sizeof(how))) {
             failure_set(&ctx->pair_fail[c], KVX_ERR_PEER_LOST, KVX_STAGE_BOOTSTRAP, NULL, "%s",
