@@ -68,7 +68,8 @@ struct kvx_ctx {
     int ndoors;
     /* Instances that join a running job (setup/joining.c), or NULL. */
     struct join_state *join;
-    uint64_t membership; /* kvx_ctx_membership(): joins, replacements, departures seen */
+    uint64_t membership;    /* kvx_ctx_membership(): joins, replacements, departures seen */
+    uint64_t peers_changed; /* peers lost or said goodbye so far (peer.c, outcome.c) */
     hmap_t rooms;
     struct outmsg *out_head, *out_tail;
     msg_limits_t limits;

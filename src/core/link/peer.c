@@ -181,6 +181,7 @@ void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how)
         return;
     }
     peer->lost = 1;
+    ctx->peers_changed++;
     snprintf(peer->lost_how, sizeof(peer->lost_how), "%s", how);
     ctx->stats->c.peers_lost += !peer->bye; /* a goodbye is no loss */
     /* A collective on the TP communicator would never complete now (read

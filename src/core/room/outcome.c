@@ -176,6 +176,7 @@ void peer_on_bye(kvx_ctx_t *ctx, peer_t *peer)
     room_t *room;
 
     peer->bye = 1;
+    ctx->peers_changed++;
     for (size_t pos = 0; peer->role != ctx->role && (room = room_next(ctx, &pos)) != NULL;) {
         if (room->user_open && peer_owes(room, peer)) {
             peer_fail_if_gone(ctx, room, peer);

@@ -36,10 +36,12 @@ struct join_state {
     uint8_t key[JOIN_KEY_BYTES];
     int door_open;
     rdv_t door;
-    int next_place;       /* world rank 0: the place it gives next */
-    int *expect, *have;   /* [place]: ranks of it this rank talks to, and joined */
-    uint32_t *gen;        /* [place]: its incarnation here, 0 before the first */
-    join_welcome_t place; /* a joiner: what the job gave it */
+    int next_place;        /* world rank 0: the place it gives next */
+    int *expect, *have;    /* [place]: ranks of it this rank talks to, and joined */
+    uint32_t *gen;         /* [place]: its incarnation here, 0 before the first */
+    uint64_t changes_seen; /* ctx->peers_changed when the peers were last looked at */
+    int rescan;            /* a place became a pair: look at its peers next tick */
+    join_welcome_t place;  /* a joiner: what the job gave it */
 };
 
 static kvx_role_t joining_last(const joblayout_t *job)
@@ -434,6 +436,7 @@ static kvx_status_t joining_describe(void *arg, const join_hello_t *h, const cha
     } else if (talks || js->expect[c] == 0) {
         memset(&ctx->pair_fail[c], 0, sizeof(ctx->pair_fail[c]));
         ctx->membership++;
+        js->rescan = 1; /* it may have left already */
         kvx_info("%s[%d] joined (from %s): the job has %d %s instances", kvx_role_name(last), c,
                  peer, ctx->job.count[last], kvx_role_name(last));
     }
@@ -547,16 +550,22 @@ void joining_tick(kvx_ctx_t *ctx, uint64_t now)
     if (js == NULL) {
         return;
     }
+    if (js->door_open) {
+        rdv_poll(&js->door, now);
+    }
+    /* The peers are walked only after one was lost or said goodbye (or a
+     * place became a pair), not every tick. */
+    if (js->changes_seen == ctx->peers_changed && !js->rescan) {
+        return;
+    }
+    js->changes_seen = ctx->peers_changed;
+    js->rescan = 0;
     if (!ctx->stopping) {
         joining_answer_byes(ctx);
     }
-    if (!js->door_open) {
-        return;
-    }
-    rdv_poll(&js->door, now);
     /* A joined instance that is gone is no pair any more: rooms to it are
      * refused with why until a later incarnation has joined. */
-    for (int c = 0; c < ctx->job.count[last]; c++) {
+    for (int c = 0; c < ctx->job.count[last] && js->door_open; c++) {
         if (js->gen[c] > 0 && ctx->pair_fail[c].status == KVX_OK &&
             joining_gone(ctx, c, how, sizeof(how))) {
             failure_set(&ctx->pair_fail[c], KVX_ERR_PEER_LOST, KVX_STAGE_BOOTSTRAP, NULL, "%s",
