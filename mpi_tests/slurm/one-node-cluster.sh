@@ -223,27 +223,32 @@ overcommit=
 [ "$ntasks" -le "$cpus" ] || overcommit=--overcommit
 export KVXRUN="$top_srcdir/launch/kvx-run" KVXRUN_PROGRAM="$program" KVXRUN_LAYOUT="$layout"
 export KVX_LOG_LEVEL=error TMPDIR="$work/job-tmp"
-job=$(sbatch --parsable --ntasks=$ntasks $overcommit --time=2 --chdir="$work" \
-    --output="$work/job.out" "$top_srcdir/launch/slurm/kvx-demo.sbatch") || { fail "sbatch failed"; }
-job=${job%%;*}
-echo "submitted job $job: sbatch --ntasks=$ntasks $overcommit launch/slurm/kvx-demo.sbatch"
+# run_job OUT SBATCH-OPTIONS... SCRIPT: submits, waits (at most 60 s) and
+# shows the job's output; fails unless it COMPLETED with exit code 0:0.
+run_job() {
+    out=$1
+    shift
+    job=$(sbatch --parsable --time=2 --chdir="$work" --output="$out" "$@") || fail "sbatch failed"
+    job=${job%%;*}
+    echo "submitted job $job: sbatch $*"
+    jstate=
+    for _ in $(seq 120); do
+        alive
+        jstate=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case $jstate in
+        PENDING | CONFIGURING | RUNNING | COMPLETING | '') sleep 0.5 ;;
+        *) break ;;
+        esac
+    done
+    exit_code=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
+    echo "job $job: $jstate, exit code $exit_code"
+    echo "---- job output"
+    cat "$out" 2>/dev/null
+    echo "----"
+    [ "$jstate" = COMPLETED ] && [ "$exit_code" = 0:0 ] || fail "job $job ended $jstate ($exit_code)"
+}
 
-jstate=
-for _ in $(seq 120); do
-    alive
-    jstate=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case $jstate in
-    PENDING | CONFIGURING | RUNNING | COMPLETING | '') sleep 0.5 ;;
-    *) break ;;
-    esac
-done
-exit_code=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
-echo "job $job: $jstate, exit code $exit_code"
-echo "---- job output"
-cat "$work/job.out" 2>/dev/null
-echo "----"
-
-[ "$jstate" = COMPLETED ] && [ "$exit_code" = 0:0 ] || { fail "job $job ended $jstate ($exit_code)"; }
+run_job "$work/job.out" --ntasks=$ntasks $overcommit "$top_srcdir/launch/slurm/kvx-demo.sbatch"
 grep -q "^kvx-run: KVX_LAYOUT=$layout srun --mpi=pmix -n $ntasks " "$work/job.out" ||
     fail "the job did not launch through kvx-run and srun --mpi=pmix"
 grep -q "$summary" "$work/job.out" || fail "the job output has no line matching '$summary'"
@@ -253,25 +258,7 @@ echo "ok: the sbatch template ran $layout through kvx-run and srun --mpi=pmix"
 # ---- a joiner as a second job step --------------------------------------------------
 
 export T_JOIN="$top_builddir/mpi_tests/t_join"
-job=$(sbatch --parsable --ntasks=3 --overcommit --time=2 --chdir="$work" \
-    --output="$work/join.out" "$top_srcdir/mpi_tests/slurm/join.sbatch") || { fail "sbatch failed"; }
-job=${job%%;*}
-echo "submitted job $job: sbatch --ntasks=3 --overcommit mpi_tests/slurm/join.sbatch"
-jstate=
-for _ in $(seq 120); do
-    alive
-    jstate=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case $jstate in
-    PENDING | CONFIGURING | RUNNING | COMPLETING | '') sleep 0.5 ;;
-    *) break ;;
-    esac
-done
-exit_code=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
-echo "job $job: $jstate, exit code $exit_code"
-echo "---- job output"
-cat "$work/join.out" 2>/dev/null
-echo "----"
-[ "$jstate" = COMPLETED ] && [ "$exit_code" = 0:0 ] || { fail "job $job ended $jstate ($exit_code)"; }
+run_job "$work/join.out" --ntasks=3 --overcommit "$top_srcdir/mpi_tests/slurm/join.sbatch"
 grep -q "^kvx-run: KVX_LAYOUT=decode:1x1 srun --mpi=pmix -n 1 " "$work/join.out" ||
     fail "the joiner did not launch through kvx-run and srun --mpi=pmix"
 echo "ok: a decode instance joined a running job as a second job step (srun --mpi=pmix)"
