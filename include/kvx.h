@@ -614,6 +614,23 @@ KVX_API kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other_instance,
  */
 KVX_API kvx_status_t kvx_ctx_membership(kvx_ctx_t *ctx, uint64_t *epoch_p);
 
+/**
+ * Where this rank takes instances that join the running job: the address of
+ * its door, "HOST:PORT" (IPv6: "[ADDR]:PORT"), the value a joiner's
+ * KVX_JOIN (kvx-run --join) names. A job with KVX_JOIN_KEY_FILE serves a
+ * door on every rank of its first role; world rank 0's gives places, and
+ * KVX_JOIN_ADDRESS_FILE is where it writes this same address. A scheduler
+ * that starts a replacement itself (MPI_Comm_spawn, a second srun step)
+ * passes it on (docs/user/join.md).
+ * @param buf  where the address goes, NUL-terminated
+ * @param len  bytes at buf; 80 hold every address
+ * @return KVX_OK; KVX_ERR_STATE when this rank serves no door (no job key,
+ *         a rank of the last role, a joiner); KVX_ERR_INVALID_PARAM for a
+ *         NULL buf or one too short (nothing written then);
+ *         KVX_ERR_INVALID_HANDLE. Thread safe.
+ */
+KVX_API kvx_status_t kvx_ctx_join_address(kvx_ctx_t *ctx, char *buf, size_t len);
+
 /* ------------------------------------------------------------------------ */
 /* Rooms: one request's transfer from one prefill to one decode instance.    */
 /* Rooms are named by caller-chosen 64-bit ids (see the scheduler contract   */

@@ -96,6 +96,32 @@ static void start(void)
     tl_job_start(&J, &p);
 }
 
+/* kvx_ctx_join_address(): the door of a prefill rank of the job (world rank
+ * 0's is what it wrote to KVX_JOIN_ADDRESS_FILE), none on a decode rank. */
+static void check_join_address(void)
+{
+    const char *path = getenv("KVX_JOIN_ADDRESS_FILE");
+    char addr[128], line[128] = "";
+    kvx_status_t st = kvx_ctx_join_address(J.ctx, addr, sizeof(addr));
+    FILE *f;
+
+    if (J.id.role != KVX_ROLE_PREFILL) {
+        TL_CHECK(st == KVX_ERR_STATE, "a decode rank's join address: %s", kvx_status_name(st));
+        return;
+    }
+    TL_CHECK(st == KVX_OK, "a prefill rank's join address: %s", kvx_status_name(st));
+    TL_CHECK(kvx_ctx_join_address(J.ctx, line, 4) == KVX_ERR_INVALID_PARAM && line[0] == '\0',
+             "a join address into 4 bytes is not refused, or wrote");
+    if (J.id.world_rank == 0 && path != NULL && (f = fopen(path, "r")) != NULL) {
+        if (fgets(line, sizeof(line), f) != NULL) {
+            line[strcspn(line, "\n")] = '\0';
+        }
+        fclose(f);
+        TL_CHECK(st == KVX_OK && strcmp(line, addr) == 0,
+                 "the join address is %s, KVX_JOIN_ADDRESS_FILE says %s", addr, line);
+    }
+}
+
 /* Sends room id to decode[decode] and waits until it concluded: its state,
  * and its reason in f when it FAILED. */
 static kvx_room_state_t send_room(uint64_t id, int decode, kvx_failure_t *f)
@@ -523,6 +549,7 @@ int main(int argc, char **argv)
         return tl_failures ? 1 : 0;
     }
     start();
+    check_join_address();
     if (job && J.id.role == KVX_ROLE_PREFILL && argc > 5 && strcmp(argv[5], "cycles") == 0) {
         prefill_cycles(atoi(argv[2]), cycles_of(atoi(argv[3])), atoi(argv[4]));
     } else if (job && J.id.role == KVX_ROLE_PREFILL) {

@@ -499,6 +499,12 @@ class Context:
         poll it, and when it moved read identity and pair_status again."""
         return self._c.membership()
 
+    def join_address(self):
+        """kvx_ctx_join_address: "HOST:PORT" where this rank takes instances
+        that join the running job (a joiner's KVX_JOIN), or None when it
+        serves no door (no job key, a rank of the last role, a joiner)."""
+        return self._c.join_address()
+
     def close(self):
         """kvx_ctx_destroy: collective over the live ranks of the job."""
         self._tp_comm = None

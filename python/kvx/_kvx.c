@@ -411,6 +411,25 @@ static PyObject *kvxpy_ctx_membership(kvxpy_ctx_t *self, PyObject *noargs)
     return PyLong_FromUnsignedLongLong(epoch);
 }
 
+static PyObject *kvxpy_ctx_join_address(kvxpy_ctx_t *self, PyObject *noargs)
+{
+    char addr[128];
+    kvx_status_t st;
+
+    (void)noargs;
+    if (!kvxpy_ctx_live(self)) {
+        return NULL;
+    }
+    st = kvx_ctx_join_address(self->ctx, addr, sizeof(addr));
+    if (st == KVX_ERR_STATE) {
+        Py_RETURN_NONE;
+    }
+    if (st != KVX_OK) {
+        return kvxpy_raise_status(st, "kvx_ctx_join_address", 0, 0);
+    }
+    return PyUnicode_FromString(addr);
+}
+
 static PyObject *kvxpy_ctx_recv_open(kvxpy_ctx_t *self, PyObject *args)
 {
     unsigned long long room;
@@ -861,6 +880,8 @@ static PyMethodDef kvxpy_ctx_methods[] = {
       "None, or the mismatch record of a pair of instances." },
     { "membership", (PyCFunction)kvxpy_ctx_membership, METH_NOARGS,
       "kvx_ctx_membership: the epoch of joins, replacements and departures" },
+    { "join_address", (PyCFunction)kvxpy_ctx_join_address, METH_NOARGS,
+      "kvx_ctx_join_address: where this rank takes joiners, or None" },
     { "recv_open", (PyCFunction)kvxpy_ctx_recv_open, METH_VARARGS,
       "recv_open(room, prefill_instance, pages, aux_slot=-1)" },
     { "send_open", (PyCFunction)kvxpy_ctx_send_open, METH_VARARGS,

@@ -185,6 +185,7 @@ def main():
     kvxjob.close_all(ctx, rooms)
     ident = ctx.identity
     membership = ctx.membership()
+    join_address = ctx.join_address()
     ctx.close()
     kvxjob.report(
         role=role,
@@ -194,6 +195,7 @@ def main():
         bad=bad,
         identity=ident._asdict(),
         membership=membership,
+        join_address=join_address,
     )
 
 

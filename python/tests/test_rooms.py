@@ -36,6 +36,8 @@ def test_rooms_byte_exact(layout, np_, pool, page_layout):
     roles = sorted(r["identity"]["role"] for r in job.results)
     # No job key: no instance joins, the epoch stays 0 on every rank.
     assert [r["membership"] for r in job.results] == [0] * len(job.results)
+    # and no rank serves a door.
+    assert [r["join_address"] for r in job.results] == [None] * len(job.results)
     assert roles.count("prefill") == job.results[0]["identity"]["prefill_tp"]
 
 

@@ -125,6 +125,24 @@ kvx_status_t kvx_ctx_membership(kvx_ctx_t *ctx, uint64_t *epoch_p)
     return status;
 }
 
+kvx_status_t kvx_ctx_join_address(kvx_ctx_t *ctx, char *buf, size_t len)
+{
+    kvx_status_t status = ctx_enter(ctx);
+
+    if (status != KVX_OK) {
+        return status;
+    }
+    if (ctx->door_addr[0] == '\0') {
+        status = KVX_ERR_STATE;
+    } else if (buf == NULL || strlen(ctx->door_addr) >= len) {
+        status = KVX_ERR_INVALID_PARAM;
+    } else {
+        memcpy(buf, ctx->door_addr, strlen(ctx->door_addr) + 1);
+    }
+    ctx_leave(ctx);
+    return status;
+}
+
 kvx_status_t kvx_ctx_pair_status(kvx_ctx_t *ctx, int other, kvx_failure_t *reason_p)
 {
     kvx_status_t status = ctx_enter(ctx);
