@@ -1,5 +1,5 @@
 #!/bin/sh
-# check-demo-json.sh FILE ROOMS none|injected|lost [layerwise] - the post step of the kvx-demo
+# check-demo-json.sh FILE ROOMS none|injected|lost|replaced [layerwise] - the post step of the kvx-demo
 # cases (mpi_tests/cases/demo_*.mpi): the summary kvx-demo --json wrote is
 # JSON with every key of the demo's schema, ROOMS rooms each of which
 # succeeded or failed, every rank agreed on every room, no byte differed,
@@ -8,13 +8,17 @@
 # and every one injected (grouped by reason, origin and stage, counts adding
 # up to rooms_failed), or (lost) a rank died: it is named unreachable, the
 # rooms of its instance failed with KVX_ERR_PEER_LOST, and rooms with the
-# other instances kept succeeding after the loss; with layerwise, the run
+# other instances kept succeeding after the loss; or (replaced) a whole
+# decode instance was killed (--kill-decode) and its replacement
+# (--replace) took its place: its rooms all succeeded, on every rank it
+# has, and the recovery time from the kill to its first SUCCESS is there;
+# with layerwise, the run
 # handed each layer over as computed (kvx-demo --layerwise). Needs jq (a Debian package; launch/quickstart.sh
 # installs it); without it the case is skipped.
 set -u
-file=${1:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
-rooms=${2:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
-expect=${3:?usage: check-demo-json.sh FILE ROOMS none|injected|lost}
+file=${1:?usage: check-demo-json.sh FILE ROOMS none|injected|lost|replaced}
+rooms=${2:?usage: check-demo-json.sh FILE ROOMS none|injected|lost|replaced}
+expect=${3:?usage: check-demo-json.sh FILE ROOMS none|injected|lost|replaced}
 mode=${4:-}
 
 if ! command -v jq >/dev/null 2>&1; then
@@ -83,8 +87,30 @@ lost)
            .rooms_total - .lost.rooms'
     check "the run says OK" '.ok == true'
     ;;
+replaced)
+    check "a whole decode instance unreachable at the end (its world ranks), named" \
+        '(.unreachable_ranks | length) >= 1 and (.lost.instances | type == "string")'
+    check "every failed room failed by the loss, with KVX_ERR_PEER_LOST" \
+        '.rooms_failed > 0 and .lost.rooms_failed == .rooms_failed and
+         all(.lost.reasons[]; .reason == "KVX_ERR_PEER_LOST")'
+    check "a replacement was spawned and joined in the dead instance's place; every rank of it reported" \
+        '.replacement.failed == "" and .replacement.instance >= 0 and
+         .replacement.ranks_heard == (.unreachable_ranks | length) and
+         .replacement.joined_s > .replacement.spawn_s and .replacement.spawn_s >= .replacement.lost_s'
+    check "rooms on the replacement, every one succeeded (byte-exact: no mismatch above)" \
+        '.replacement.rooms > 0 and .replacement.rooms_success == .replacement.rooms and
+         .replacement.rooms_failed == 0 and .lost.others_after.rooms_success >= .replacement.rooms'
+    check "the kill, the loss seen, the first SUCCESS on the replacement, in that order; recovery = first SUCCESS - kill" \
+        '.replacement.killed_s > 0 and .replacement.lost_s >= .replacement.killed_s and
+         .replacement.first_success_s > .replacement.joined_s - 0.5 and
+         .replacement.first_success_s > .replacement.killed_s and
+         ((.replacement.recovery_s - (.replacement.first_success_s - .replacement.killed_s)) | fabs) < 1e-6'
+    check "the requests of the dead instance in the gap are counted" \
+        '.replacement.gap_requests > 0 and .replacement.gap_requests == .lost.rooms_failed'
+    check "the run says OK" '.ok == true'
+    ;;
 *)
-    echo "FAIL: expectation '$expect' is neither none, injected nor lost"
+    echo "FAIL: expectation '$expect' is neither none, injected, lost nor replaced"
     bad=1
     ;;
 esac

@@ -11,6 +11,8 @@
  *   progress.c  rank 0's progress line, fed by the decode instances
  *   report.c    every rank's outcomes compared at rank 0; summary and JSON
  *   trace.c     --trace: a recorded request trace, read at rank 0 (trace.h)
+ *   replace.c   --kill-decode and --replace: a decode instance dies and rank 0
+ *               spawns its replacement, which joins the running job
  *   replay.c    --trace: offered and achieved load, latency from arrival, plot
  */
 #ifndef KVX_DEMO_H
@@ -19,6 +21,7 @@
 #include "trace.h"
 
 #include <kvx.h>
+#include <mpi.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +40,7 @@ typedef struct demo_opts {
     char layout_buf[64];
     unsigned requests;
     unsigned min_tokens, max_tokens; /* --prompt-tokens */
+    double rate;                     /* --rate: requests per second; 0: all at the start */
     unsigned concurrency;            /* rooms in flight per instance */
     unsigned chunk_pages;            /* pages a prefill step computes */
     double layer_us;                 /* --layer-us: compute per layer of a full step */
@@ -57,6 +61,19 @@ typedef struct demo_opts {
     uint32_t trace_cap; /* tokens; longer prompts are capped */
     const char *plot;
     demo_trace_t *replay; /* the rows, on every rank (demo_trace_load) */
+    /* --kill-decode K:N: every TP rank of decode[K] dies after N rooms. */
+    int kill_instance; /* -1: none */
+    unsigned kill_after;
+    int replace; /* --replace: rank 0 spawns a replacement for a lost decode instance */
+    /* Set on the processes --replace spawns: the instance they replace
+     * (-1 in the job), the job's door and its clock's start (CLOCK_REALTIME
+     * seconds, so that their times read as the job's). */
+    int replacement_of;
+    const char *join_address;
+    double job_t0;
+    int argc; /* the command line, for the spawn */
+    char **argv;
+    int threads_multiple; /* MPI_THREAD_MULTIPLE was granted */
 } demo_opts_t;
 
 /* Parses argv (identically on every rank). Returns 0, or the exit status:
@@ -151,9 +168,16 @@ typedef struct demo_outcome {
     double agreed_s;     /* decode: when the outcome was agreed, seconds after the start */
     uint64_t bytes;      /* decode: KV bytes that landed in this rank's pages (SUCCESS) */
     uint64_t mismatches;
-    double at_s;     /* when this rank concluded it, seconds into the run */
-    int32_t rank;    /* the world rank that recorded it */
-    uint32_t opened; /* kvx opened the room on this rank (kvx_ctx_stats() counts it) */
+    double at_s;          /* when this rank concluded it, seconds into the run */
+    int32_t rank;         /* the world rank that recorded it */
+    uint32_t opened;      /* kvx opened the room on this rank (kvx_ctx_stats() counts it) */
+    uint32_t replacement; /* recorded by a rank of the replacement (--replace) */
+    /* kvx refused the room's open on a TP sibling, and this rank, which had
+     * opened it, aborted it: the record is the sibling's refusal (the same
+     * on every TP rank), and these are kvx's own failure of the room here,
+     * which its counters count. */
+    uint32_t sibling_refused;
+    int32_t kstatus, kstage, krole;
 } demo_outcome_t;
 
 /* The agreed root cause of a failed room, as decode TP rank 0 formats it. */
@@ -164,6 +188,18 @@ typedef struct demo_text {
 
 typedef struct demo_progress demo_progress_t;
 typedef struct demo_flight demo_flight_t;
+typedef struct demo_replace demo_replace_t;
+
+#define DEMO_HELLO_FAILS 16
+
+/* A one-page room a prefill instance sends the replacement of a decode
+ * instance when it routes requests to it again: its aux row names the first
+ * request it routes there (serve.c). */
+typedef struct demo_hello {
+    uint64_t id;
+    uint32_t page, aux_slot;
+    int state; /* HELLO_NONE, HELLO_OPEN, HELLO_AGREED, HELLO_CLOSED */
+} demo_hello_t;
 
 typedef struct demo_serve {
     const demo_opts_t *o;
@@ -200,6 +236,19 @@ typedef struct demo_serve {
      * requests are offered to it). */
     int *peer_seen, *peer_shunned;
     int npeer_instances;
+    /* --replace. Prefill: per decode instance, how often it came back
+     * (a room counts its loss only when it was admitted since) and the hello
+     * sent to it. The replacement: per prefill instance, its hello and the
+     * first request it routes here (-1: not told yet); the job said it ends
+     * (no hello comes any more). */
+    int *peer_gen;
+    demo_hello_t *hello;
+    int64_t *first_req;
+    uint64_t hellos[3]; /* hello rooms kvx opened here, agreed SUCCESS, agreed FAILED */
+    int32_t hello_fail[DEMO_HELLO_FAILS][3]; /* the first failed ones: stage, origin role, status */
+    int replacement;
+    int end_seen;
+    demo_replace_t *rp; /* world rank 0 with --replace or --kill-decode; the replacement */
 } demo_serve_t;
 
 /* KV pages per (layer, component) on every rank: --pool-pages, else room
@@ -227,6 +276,9 @@ void demo_progress_step(demo_progress_t *p, const demo_serve_t *s);
  * of them and prints the last line. */
 void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s);
 void demo_progress_destroy(demo_progress_t *p);
+/* --replace. World rank 0 (child 0): the replacement's counts also come on
+ * inter. The replacement (child 1): its counts go to world rank 0 there. */
+void demo_progress_via(demo_progress_t *p, MPI_Comm inter, int child);
 
 /* ---- xchg.c ------------------------------------------------------------------- */
 
@@ -269,6 +321,53 @@ int demo_report_print(demo_report_t *r);
 /* Was every rank heard at the end? */
 int demo_report_complete(const demo_report_t *r);
 void demo_report_free(demo_report_t *r);
+
+/* ---- replace.c ---------------------------------------------------------------- */
+
+/* World rank 0 of a job run with --replace or --kill-decode, after the
+ * context is created (NULL elsewhere, and when there is nothing to do). */
+demo_replace_t *demo_replace_create(const demo_opts_t *o, const kvx_identity_t *id);
+/* Every step of world rank 0: takes the victim's time of death, and spawns
+ * the replacement once its instance agreed a decode instance is lost and
+ * kvx says its place is free (blocks for the spawn, about half a second). */
+void demo_replace_step(demo_replace_t *rp, demo_serve_t *s);
+/* --kill-decode on a rank of the victim: TP rank 0 tells world rank 0 when,
+ * then every rank kills itself (SIGKILL). Never returns. */
+void demo_replace_kill(const demo_serve_t *s) __attribute__((noreturn));
+/* A process --replace spawned: the intercommunicator with world rank 0 and
+ * the environment kvx_ctx_create() reads to join (KVX_JOIN, KVX_LAYOUT);
+ * NULL, having said why, when this process was not spawned by kvx-demo. */
+demo_replace_t *demo_replace_child(demo_opts_t *o, int world_size);
+/* The replacement: has the job said it ends? Never blocks. */
+int demo_replace_ended(demo_replace_t *rp);
+/* The spawn's intercommunicator (MPI_COMM_NULL before it). */
+MPI_Comm demo_replace_comm(const demo_replace_t *rp);
+/* The replacement at its end: its report to world rank 0, waited for until
+ * rank 0 took it or deadline_s passed. 0 when it was taken. */
+int demo_replace_send(demo_replace_t *rp, const void *report, size_t len, double deadline_s);
+/* World rank 0 at the end, after every rank of the job was heard: tells the
+ * replacement the job ends and takes its ranks' reports into r (each
+ * waited for until deadline_s after the last). */
+void demo_replace_finish(demo_replace_t *rp, demo_report_t *r, double deadline_s);
+void demo_replace_free(demo_replace_t *rp);
+
+/* What rank 0 knows of the replacement, for the summary. */
+typedef struct demo_replace_facts {
+    int instance;      /* the decode instance replaced, -1: none */
+    int tp;            /* its processes */
+    double killed_s;   /* when --kill-decode killed it (-1: not told) */
+    double spawn_s;    /* when rank 0 started the spawn */
+    double spawn_took; /* seconds MPI_Comm_spawn took */
+    char failed[256];  /* why there is no replacement, or "" */
+} demo_replace_facts_t;
+
+/* ---- report.c (the replacement's part) ------------------------------------------ */
+
+/* What a rank sends at the end, built by demo_report_gather(): malloc'ed. */
+void *demo_report_blob(const demo_serve_t *s, double joined_s, size_t *len_p);
+/* Rank 0: one rank of the replacement's report, and the facts of its spawn. */
+void demo_report_add_replacement(demo_report_t *r, const void *data, size_t len);
+void demo_report_set_facts(demo_report_t *r, const demo_replace_facts_t *facts);
 
 /* qsort()'s order of doubles; the nearest-rank percentile p of n sorted
  * values: the smallest with at least p of them at or below (0 when n is 0). */

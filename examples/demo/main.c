@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *dtype_name(kvx_dtype_t d)
 {
@@ -42,10 +43,25 @@ static void print_header(const demo_opts_t *o, const kvx_identity_t *id, size_t 
     if (o->replay != NULL) {
         demo_trace_header(o);
     } else {
-        printf("# %u requests, prompts of %u-%u tokens (seed %llu), %u rooms in flight per "
+        char rate[64] = "";
+
+        if (o->rate > 0) {
+            snprintf(rate, sizeof(rate), ", arriving %.4g per second", o->rate);
+        }
+        printf("# %u requests%s, prompts of %u-%u tokens (seed %llu), %u rooms in flight per "
                "instance\n",
-               o->requests, o->min_tokens, o->max_tokens, (unsigned long long)o->seed,
+               o->requests, rate, o->min_tokens, o->max_tokens, (unsigned long long)o->seed,
                o->concurrency);
+    }
+    if (o->kill_instance >= 0 || o->replace) {
+        char kill[64] = "none";
+
+        if (o->kill_instance >= 0) {
+            snprintf(kill, sizeof(kill), "decode[%d] after %u of its rooms", o->kill_instance,
+                     o->kill_after);
+        }
+        printf("# killed: %s; replacement: %s\n", kill,
+               o->replace ? "spawned by rank 0 for a lost decode instance" : "none");
     }
     char shape[64];
 
@@ -89,13 +105,94 @@ static kvx_ctx_t *create(const demo_opts_t *o, int rank, size_t pool)
     params.aux_item_size = sizeof(uint32_t);
     params.fault = o->fault;
     if (kvx_ctx_create(MPI_COMM_WORLD, &params, &ctx, &why) != KVX_OK) {
-        if (rank == 0) {
-            kvx_failure_format(&why, line, sizeof(line));
+        kvx_failure_format(&why, line, sizeof(line));
+        if (o->replacement_of >= 0) {
+            fprintf(stderr, "kvx-demo: replacement rank %d: it could not join: %s\n", rank, line);
+        } else if (rank == 0) {
             printf("kvx-demo: FAILED (no kvx context: %s)\n", line);
         }
         return NULL;
     }
     return ctx;
+}
+
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The stream, the instance's scheduler and the progress line. */
+static demo_req_t *prepare(const demo_opts_t *o, kvx_ctx_t *ctx, const kvx_identity_t *id,
+                           size_t pool, demo_serve_t *s)
+{
+    demo_req_t *reqs = demo_requests(o, id);
+
+    if (reqs == NULL || demo_serve_init(s, o, ctx, reqs, pool) != 0 ||
+        (s->progress = demo_progress_create(o, id)) == NULL) {
+        fprintf(stderr, "kvx-demo: rank %d: out of memory\n", id->world_rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return reqs;
+}
+
+/* A process --replace spawned (replace.c): it joined the running job in the
+ * place of the decode instance it replaces, serves what the prefill
+ * instances route to it, and reports to the job's world rank 0. */
+static int run_replacement(demo_opts_t *o, int rank, int size)
+{
+    demo_replace_t *rp = demo_replace_child(o, size);
+    size_t pool = demo_pool_pages(o), len = 0;
+    demo_req_t *reqs = NULL;
+    kvx_ctx_t *ctx;
+    demo_serve_t s;
+    kvx_identity_t id;
+    double joined;
+    void *blob;
+
+    if (rp == NULL || (ctx = create(o, rank, pool)) == NULL) {
+        return 1; /* said why */
+    }
+    kvx_ctx_identity(ctx, &id);
+    if (id.role != KVX_ROLE_DECODE || id.instance != o->replacement_of) {
+        fprintf(stderr,
+                "kvx-demo: rank %d of the replacement joined as %s[%d], not in the place "
+                "of decode[%d]: it leaves\n",
+                rank, kvx_role_name(id.role), id.instance, o->replacement_of);
+        kvx_ctx_destroy(ctx);
+        return 1;
+    }
+    reqs = prepare(o, ctx, &id, pool, &s);
+    /* The job's clock: its times read as the job's (the same host's clock,
+     * or one kept in step by NTP). */
+    s.t0 = demo_now() - (wall_now() - o->job_t0);
+    joined = demo_now() - s.t0;
+    s.rp = rp;
+    demo_progress_via(s.progress, demo_replace_comm(rp), 1);
+    if (rank == 0) {
+        printf("kvx-demo: replacement: decode[%d] (%d rank%s) joined the running job %.2f s into "
+               "its run\n",
+               id.instance, size, size == 1 ? "" : "s", joined);
+        fflush(stdout);
+    }
+    if (demo_serve_run(&s) != 0) {
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    demo_progress_finish(s.progress, &s);
+    blob = demo_report_blob(&s, joined, &len);
+    /* Bounded by the job's own limit: rank 0 takes it once the job's ranks
+     * are done. */
+    if (blob == NULL || demo_replace_send(rp, blob, len, o->time_limit + 2 * o->end_timeout) != 0) {
+        fprintf(stderr, "kvx-demo: replacement rank %d: its report was not taken\n", rank);
+    }
+    kvx_ctx_destroy(ctx);
+    demo_progress_destroy(s.progress);
+    demo_serve_cleanup(&s);
+    free(reqs);
+    demo_replace_free(rp);
+    return 0; /* the report (rank 0's summary) says how it went */
 }
 
 static int run(const demo_opts_t *o, int rank)
@@ -112,11 +209,16 @@ static int run(const demo_opts_t *o, int rank)
         return 1;
     }
     kvx_ctx_identity(ctx, &id);
-    if ((reqs = demo_requests(o, &id)) == NULL || demo_serve_init(&s, o, ctx, reqs, pool) != 0 ||
-        (s.progress = demo_progress_create(o, &id)) == NULL) {
-        fprintf(stderr, "kvx-demo: rank %d: out of memory\n", rank);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    if (o->kill_instance >= id.decode_instances) {
+        if (rank == 0) {
+            fprintf(stderr, "kvx-demo: --kill-decode %d: the layout has %d decode instances\n",
+                    o->kill_instance, id.decode_instances);
+        }
+        kvx_ctx_destroy(ctx);
+        return 2;
     }
+    reqs = prepare(o, ctx, &id, pool, &s);
+    s.rp = demo_replace_create(o, &id);
     if (rank == 0) {
         print_header(o, &id, pool);
     }
@@ -127,6 +229,7 @@ static int run(const demo_opts_t *o, int rank)
     }
     demo_progress_finish(s.progress, &s);
     report = demo_report_gather(&s);
+    demo_replace_finish(s.rp, report, o->end_timeout);
     if (demo_report_complete(report)) {
         kvx_ctx_destroy(ctx);
         status = demo_report_print(report);
@@ -140,6 +243,7 @@ static int run(const demo_opts_t *o, int rank)
     demo_report_free(report);
     demo_progress_destroy(s.progress);
     demo_serve_cleanup(&s);
+    demo_replace_free(s.rp);
     free(reqs);
     return status;
 }
@@ -147,16 +251,28 @@ static int run(const demo_opts_t *o, int rank)
 int main(int argc, char **argv)
 {
     demo_opts_t o;
-    int rank, size, status;
+    int rank, size, status, provided = 0, replace = 0;
 
-    MPI_Init(&argc, &argv);
+    /* --replace spawns from a thread of rank 0 while its main thread serves
+     * on (replace.c): that needs MPI_THREAD_MULTIPLE. */
+    for (int i = 1; i < argc; i++) {
+        replace |= strcmp(argv[i], "--replace") == 0;
+    }
+    if (replace) {
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    } else {
+        MPI_Init(&argc, &argv);
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     status = demo_opts_parse(argc, argv, rank, size, &o);
+    o.threads_multiple = provided == MPI_THREAD_MULTIPLE;
     if (status == 0 && o.trace != NULL) {
         status = demo_trace_load(&o, rank); /* collective: every rank, the same answer */
     }
-    if (status == 0) {
+    if (status == 0 && o.replacement_of >= 0) {
+        status = run_replacement(&o, rank, size);
+    } else if (status == 0) {
         status = run(&o, rank);
     } else if (status == 1) {
         status = 0; /* --help */

@@ -23,6 +23,8 @@ static void usage(FILE *out)
             "                          the world size: 4 ranks -> prefill:1x2,decode:1x2)\n"
             "  --requests N            requests in the stream (default 150)\n"
             "  --prompt-tokens MIN:MAX prompt lengths, uniform from the seed (default 64:1024)\n"
+            "  --rate R                requests arrive R per second, evenly (default: all at\n"
+            "                          the start)\n"
             "  --concurrency C         rooms in flight per instance (default 16)\n"
             "  --chunk-pages N         pages one prefill step computes; a longer prompt is\n"
             "                          sent in chunks as they are computed (default 64)\n"
@@ -56,11 +58,22 @@ static void usage(FILE *out)
             "                          what --pool-pages holds when that is less)\n"
             "  --plot FILE.png         with --trace: latency and GB/s over time (gnuplot)\n"
             "  --time-limit S          stop waiting after S seconds (default 600; with\n"
-            "                          --trace, S seconds after the last arrival)\n"
+            "                          --trace or --rate, S seconds after the last arrival)\n"
             "  --end-timeout S         at the end, wait at most S seconds for a rank that says\n"
             "                          nothing (dead, or behind a cut link; default 5)\n"
             "  --progress M            auto, tty (redraw in place), lines or none (default auto:\n"
             "                          tty when the launcher's output is a terminal)\n"
+            "  --kill-decode K:N       every TP rank of decode instance K kills itself\n"
+            "                          (SIGKILL) after N of its rooms (launch with kvx-run\n"
+            "                          --tolerate-failures)\n"
+            "  --replace               rank 0 spawns a replacement for a decode instance the\n"
+            "                          job lost (MPI_Comm_spawn); it joins the running job\n"
+            "                          in its place and the prefill instances route its\n"
+            "                          requests to it again; the summary times the gap\n"
+            "                          (launch with kvx-run --tolerate-failures --join-key\n"
+            "                          FILE; docs/user/join.md)\n"
+            "  --replacement-of K, --join-address A, --job-t0 T\n"
+            "                          what --replace gives the processes it spawns\n"
             "  -h, --help              this help\n"
             "\n"
             "Exit status 0 only when every room concluded, every rank agreed on every room,\n"
@@ -173,6 +186,39 @@ static void defaults(demo_opts_t *o)
     o->trace_limit = 1000000;
     o->trace_cap = 8192;
     o->end_timeout = 5;
+    o->kill_instance = -1;
+    o->replacement_of = -1;
+}
+
+/* --kill-decode K:N */
+static int parse_kill(const char *arg, demo_opts_t *o)
+{
+    unsigned long long k, n;
+    char buf[64], *colon;
+
+    snprintf(buf, sizeof(buf), "%s", arg);
+    if ((colon = strchr(buf, ':')) == NULL) {
+        return -1;
+    }
+    *colon = '\0';
+    if (parse_uint(buf, 0, 4095, &k) != 0 || parse_uint(colon + 1, 0, 1u << 24, &n) != 0) {
+        return -1;
+    }
+    o->kill_instance = (int)k;
+    o->kill_after = (unsigned)n;
+    return 0;
+}
+
+static int parse_t0(const char *arg, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+
+    if (*arg == '\0' || *end != '\0' || !(v > 0)) {
+        return -1;
+    }
+    *out = v;
+    return 0;
 }
 
 static int parse_speed(const char *arg, double *out)
@@ -275,6 +321,21 @@ static int parse_one(int c, const char *arg, demo_opts_t *o)
     case 'W':
         o->layerwise = 1;
         return 0;
+    case 'K':
+        return parse_kill(arg, o);
+    case 'A':
+        o->synthetic = 1;
+        return parse_speed(arg, &o->rate);
+    case 'Q':
+        o->replace = 1;
+        return 0;
+    case 'Z':
+        DEMO_NUMBER(o->replacement_of, int, 0, 4095);
+    case 'J':
+        o->join_address = arg;
+        return 0;
+    case '0':
+        return parse_t0(arg, &o->job_t0);
     default:
         return -1;
     }
@@ -287,8 +348,14 @@ static const char *check(demo_opts_t *o)
         o->kv.kv_heads = 1;
     }
     if (o->trace != NULL && o->synthetic) {
-        return "--requests and --prompt-tokens shape the seeded stream; a --trace brings its "
-               "own (--trace-limit, --trace-cap)";
+        return "--requests, --prompt-tokens and --rate shape the seeded stream; a --trace brings "
+               "its own (--trace-limit, --trace-cap, --trace-speed)";
+    }
+    if (o->rate > 0) {
+        o->time_limit += (o->requests - 1) / o->rate; /* counted from the last arrival */
+    }
+    if (o->replacement_of >= 0 && (o->join_address == NULL || o->job_t0 <= 0)) {
+        return "--replacement-of is for the processes kvx-demo --replace spawns";
     }
     if (o->trace == NULL && o->plot != NULL) {
         return "--plot draws a --trace replay over time";
@@ -302,26 +369,47 @@ static const char *check(demo_opts_t *o)
 
 int demo_opts_parse(int argc, char **argv, int rank, int world_size, demo_opts_t *o)
 {
-    static const struct option longs[] = {
-        { "layout", 1, 0, 'L' },        { "requests", 1, 0, 'r' },
-        { "prompt-tokens", 1, 0, 't' }, { "concurrency", 1, 0, 'c' },
-        { "chunk-pages", 1, 0, 'k' },   { "page-size", 1, 0, 'P' },
-        { "layers", 1, 0, 'l' },        { "kv-heads", 1, 0, 'H' },
-        { "head-dim", 1, 0, 'D' },      { "dtype", 1, 0, 'T' },
-        { "mla", 0, 0, 'm' },           { "page-layout", 1, 0, 'y' },
-        { "pool-pages", 1, 0, 'p' },    { "fault", 1, 0, 'f' },
-        { "seed", 1, 0, 's' },          { "json", 1, 0, 'j' },
-        { "time-limit", 1, 0, 'x' },    { "progress", 1, 0, 'g' },
-        { "trace", 1, 0, 'R' },         { "trace-speed", 1, 0, 'S' },
-        { "trace-limit", 1, 0, 'N' },   { "trace-cap", 1, 0, 'C' },
-        { "plot", 1, 0, 'o' },          { "end-timeout", 1, 0, 'e' },
-        { "layer-us", 1, 0, 'U' },      { "layerwise", 0, 0, 'W' },
-        { "help", 0, 0, 'h' },          { 0, 0, 0, 0 }
-    };
+    static const struct option longs[] = { { "layout", 1, 0, 'L' },
+                                           { "requests", 1, 0, 'r' },
+                                           { "prompt-tokens", 1, 0, 't' },
+                                           { "concurrency", 1, 0, 'c' },
+                                           { "chunk-pages", 1, 0, 'k' },
+                                           { "page-size", 1, 0, 'P' },
+                                           { "layers", 1, 0, 'l' },
+                                           { "kv-heads", 1, 0, 'H' },
+                                           { "head-dim", 1, 0, 'D' },
+                                           { "dtype", 1, 0, 'T' },
+                                           { "mla", 0, 0, 'm' },
+                                           { "page-layout", 1, 0, 'y' },
+                                           { "pool-pages", 1, 0, 'p' },
+                                           { "fault", 1, 0, 'f' },
+                                           { "seed", 1, 0, 's' },
+                                           { "json", 1, 0, 'j' },
+                                           { "time-limit", 1, 0, 'x' },
+                                           { "progress", 1, 0, 'g' },
+                                           { "trace", 1, 0, 'R' },
+                                           { "trace-speed", 1, 0, 'S' },
+                                           { "trace-limit", 1, 0, 'N' },
+                                           { "trace-cap", 1, 0, 'C' },
+                                           { "plot", 1, 0, 'o' },
+                                           { "end-timeout", 1, 0, 'e' },
+                                           { "layer-us", 1, 0, 'U' },
+                                           { "layerwise", 0, 0, 'W' },
+                                           { "kill-decode", 1, 0, 'K' },
+                                           { "replace", 0, 0, 'Q' },
+                                           { "rate", 1, 0, 'A' },
+                                           /* Given by --replace to the processes it spawns. */
+                                           { "replacement-of", 1, 0, 'Z' },
+                                           { "join-address", 1, 0, 'J' },
+                                           { "job-t0", 1, 0, '0' },
+                                           { "help", 0, 0, 'h' },
+                                           { 0, 0, 0, 0 } };
     const char *why = NULL;
     int c, idx;
 
     defaults(o);
+    o->argc = argc;
+    o->argv = argv;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "h", longs, &idx)) != -1) {
         if (c == 'h') {

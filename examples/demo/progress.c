@@ -26,8 +26,10 @@ enum { MSG_INSTANCE, MSG_DONE, MSG_FAILED, MSG_BYTES, MSG_LEN };
 
 struct demo_progress {
     MPI_Comm comm;
-    int reporter; /* TP rank 0 of a decode instance */
-    int draw;     /* world rank 0 */
+    MPI_Comm extra; /* rank 0: the replacement's intercommunicator (--replace) */
+    int via;        /* the replacement: comm is that intercommunicator, not ours */
+    int reporter;   /* TP rank 0 of a decode instance */
+    int draw;       /* world rank 0 */
     demo_progress_mode_t mode;
     unsigned total;
     int instances, decode_tp;
@@ -85,8 +87,11 @@ demo_progress_t *demo_progress_create(const demo_opts_t *o, const kvx_identity_t
     p->instances = id->decode_instances;
     p->decode_tp = id->decode_tp;
     p->pending = MPI_REQUEST_NULL;
+    p->extra = MPI_COMM_NULL;
     p->last_done = UINT64_MAX;
-    p->counts = calloc((size_t)id->decode_instances * MSG_LEN, sizeof(uint64_t));
+    /* One more slot: a replacement's counts, beside those of the instance
+     * it replaced (counted before it died). */
+    p->counts = calloc(((size_t)id->decode_instances + 1) * MSG_LEN, sizeof(uint64_t));
     p->final = calloc((size_t)id->decode_instances, sizeof(int));
     if (p->counts == NULL || p->final == NULL) {
         free(p->counts);
@@ -105,17 +110,35 @@ void demo_progress_destroy(demo_progress_t *p)
         MPI_Test(&p->pending, &sent, MPI_STATUS_IGNORE);
     }
     if (p != NULL && sent) { /* else MPI still reads p->msg (rank 0 is gone): kept */
-        MPI_Comm_free(&p->comm);
+        if (!p->via) {
+            MPI_Comm_free(&p->comm);
+        }
         free(p->counts);
         free(p->final);
         free(p);
     }
 }
 
+void demo_progress_via(demo_progress_t *p, MPI_Comm inter, int child)
+{
+    if (p == NULL) {
+        return;
+    }
+    if (child) {
+        /* Its counts go to world rank 0 of the job, the intercommunicator's
+         * remote rank 0, in the extra slot. */
+        MPI_Comm_free(&p->comm);
+        p->comm = inter;
+        p->via = 1;
+    } else {
+        p->extra = inter;
+    }
+}
+
 static void total(const demo_progress_t *p, uint64_t sum[MSG_LEN])
 {
     memset(sum, 0, MSG_LEN * sizeof(uint64_t));
-    for (int i = 0; i < p->instances; i++) {
+    for (int i = 0; i <= p->instances; i++) {
         for (int k = MSG_DONE; k < MSG_LEN; k++) {
             sum[k] += p->counts[(size_t)i * MSG_LEN + k];
         }
@@ -152,8 +175,26 @@ static void draw(demo_progress_t *p, double elapsed, int last)
     }
 }
 
+/* The replacement's counts: only its progress tags (the intercommunicator
+ * carries the demo's other messages with it too, replace.c). */
+static void receive_extra(demo_progress_t *p)
+{
+    for (int tag = TAG_COUNTS; p->extra != MPI_COMM_NULL && tag <= TAG_FINAL; tag++) {
+        uint64_t msg[MSG_LEN];
+        MPI_Status status;
+        int flag = 0;
+
+        MPI_Iprobe(MPI_ANY_SOURCE, tag, p->extra, &flag, &status);
+        if (flag) {
+            MPI_Recv(msg, MSG_LEN, MPI_UINT64_T, status.MPI_SOURCE, tag, p->extra, &status);
+            memcpy(&p->counts[(size_t)p->instances * MSG_LEN], msg, sizeof(msg));
+        }
+    }
+}
+
 static void receive(demo_progress_t *p, int blocking)
 {
+    receive_extra(p);
     for (;;) {
         uint64_t msg[MSG_LEN];
         MPI_Status status;
@@ -181,7 +222,7 @@ static void receive(demo_progress_t *p, int blocking)
 
 static void fill(demo_progress_t *p, const demo_serve_t *s)
 {
-    p->msg[MSG_INSTANCE] = (uint64_t)s->id.instance;
+    p->msg[MSG_INSTANCE] = p->via ? (uint64_t)p->instances : (uint64_t)s->id.instance;
     p->msg[MSG_DONE] = s->done;
     p->msg[MSG_FAILED] = s->failed;
     p->msg[MSG_BYTES] = s->bytes * (uint64_t)p->decode_tp; /* every decode rank gets as much */
@@ -250,7 +291,8 @@ void demo_progress_finish(demo_progress_t *p, const demo_serve_t *s)
     }
     draw(p, demo_now() - s->t0, 1);
     if (p->finals < p->instances) {
-        printf("kvx-demo: %d of %d decode instances sent no final counts within %.0f s\n",
-               p->instances - p->finals, p->instances, s->o->end_timeout);
+        printf("kvx-demo: %d of %d decode instances sent no final counts within %.0f s%s\n",
+               p->instances - p->finals, p->instances, s->o->end_timeout,
+               p->extra != MPI_COMM_NULL ? " (a replacement's come with its report)" : "");
     }
 }

@@ -83,37 +83,66 @@ struct demo_report {
     uint64_t csucceeded, cfailed, crefused, cbytes, cquarantined, csrc_quarantined, cpeers_lost;
     size_t nmismatch; /* counters that do not match the demo's records */
     char mismatch[4][320];
+    uint64_t (*hellos)[3]; /* per world rank: hello rooms kvx opened, SUCCESS, FAILED */
+    int32_t (*hello_fail)[DEMO_HELLO_FAILS][3]; /* and how the first failed ones failed */
+    /* --replace, rank 0: the replacement's ranks (its TP rank t) and what
+     * the summary says of it (compare()). */
+    demo_replace_facts_t facts;
+    int has_facts;
+    int rep_heard;
+    int *rep_has_kstats;
+    kvx_stats_t *rep_kstats;
+    uint64_t (*rep_hellos)[3];
+    int32_t (*rep_hello_fail)[DEMO_HELLO_FAILS][3];
+    double rep_joined_s; /* when its last rank joined, s into the job's run */
+    size_t rep_rooms, rep_success, rep_failed, rep_gap;
+    double rep_first_success; /* the first room it agreed SUCCESS, s into the run; -1 none */
 };
 
 /* What a rank sends at the end: its counts and kvx's, then its outcomes
  * and texts. */
 typedef struct report_head {
     double elapsed;
+    double joined_s; /* the replacement: when it joined, s into the job's run */
     uint64_t stats[4];
+    uint64_t hellos[3];
+    int32_t hello_fail[DEMO_HELLO_FAILS][3];
     uint64_t nout, ntexts;
     uint64_t has_kstats;
+    int32_t tp_rank, replacement;
     kvx_stats_t kstats;
 } report_head_t;
 
-demo_report_t *demo_report_gather(const demo_serve_t *s)
+/* Of a replacement's records, only the requests it served (the others were
+ * not its own: serve.c skip_unserved()). */
+static int kept(const demo_serve_t *s, const demo_outcome_t *o)
 {
-    demo_report_t *r = calloc(1, sizeof(*r));
+    return !s->replacement || o->opened || o->concluded;
+}
+
+void *demo_report_blob(const demo_serve_t *s, double joined_s, size_t *len_p)
+{
     int reporter = s->id.role == KVX_ROLE_DECODE && s->id.tp_rank == 0;
     report_head_t h;
-    size_t len = sizeof(h) + s->nmine * sizeof(demo_outcome_t) + s->ntexts * sizeof(demo_text_t);
-    char *mine = malloc(len);
+    size_t nout = 0, len;
+    char *mine;
 
-    if (r == NULL || mine == NULL) {
-        fprintf(stderr, "kvx-demo: rank %d: out of memory for the report\n", s->id.world_rank);
-        free(mine);
-        return r;
+    for (size_t i = 0; i < s->nmine; i++) {
+        nout += kept(s, &s->out[i]);
     }
-    r->o = s->o;
-    r->id = s->id;
+    len = sizeof(h) + nout * sizeof(demo_outcome_t) + s->ntexts * sizeof(demo_text_t);
+    if ((mine = malloc(len)) == NULL) {
+        return NULL;
+    }
     memset(&h, 0, sizeof(h));
     h.elapsed = s->elapsed;
-    h.nout = s->nmine;
+    h.joined_s = joined_s;
+    h.nout = nout;
     h.ntexts = s->ntexts;
+    h.tp_rank = s->id.tp_rank;
+    h.replacement = s->replacement;
+    memcpy(h.hellos, s->hellos, sizeof(h.hellos));
+    memcpy(h.hello_fail, s->hello_fail, sizeof(h.hello_fail));
     if (reporter) {
         h.stats[0] = s->quarantined_pages;
         h.stats[1] = s->pages.taken;
@@ -124,30 +153,84 @@ demo_report_t *demo_report_gather(const demo_serve_t *s)
      * the counters. */
     h.has_kstats = kvx_ctx_stats(s->ctx, &h.kstats) == KVX_OK;
     memcpy(mine, &h, sizeof(h));
-    if (s->nmine > 0) { /* s->out is NULL on a rank that reports no room */
-        memcpy(mine + sizeof(h), s->out, s->nmine * sizeof(demo_outcome_t));
+    nout = 0;
+    for (size_t i = 0; i < s->nmine; i++) { /* s->out is NULL on a rank that reports no room */
+        if (kept(s, &s->out[i])) {
+            memcpy(mine + sizeof(h) + nout++ * sizeof(demo_outcome_t), &s->out[i],
+                   sizeof(demo_outcome_t));
+        }
     }
     if (s->ntexts > 0) {
-        memcpy(mine + sizeof(h) + s->nmine * sizeof(demo_outcome_t), s->texts,
+        memcpy(mine + sizeof(h) + nout * sizeof(demo_outcome_t), s->texts,
                s->ntexts * sizeof(demo_text_t));
     }
+    *len_p = len;
+    return mine;
+}
+
+/* One rank's report into r: its head in *h. 0, or -1 when it is malformed
+ * or there was no memory. */
+static int take(demo_report_t *r, const void *data, size_t n, report_head_t *h)
+{
+    if (n < sizeof(*h)) {
+        return -1;
+    }
+    memcpy(h, data, sizeof(*h));
+    if (h->nout > r->o->requests || h->ntexts > r->o->requests ||
+        n != sizeof(*h) + h->nout * sizeof(demo_outcome_t) + h->ntexts * sizeof(demo_text_t)) {
+        return -1;
+    }
+    r->elapsed = h->elapsed > r->elapsed ? h->elapsed : r->elapsed;
+    for (int i = 0; i < 4; i++) {
+        r->decode_stats[i] += h->stats[i];
+    }
+    r->all = realloc(r->all, (r->nall + h->nout) * sizeof(demo_outcome_t));
+    r->texts = realloc(r->texts, (r->ntexts + h->ntexts) * sizeof(demo_text_t) + 1);
+    if (r->all == NULL || r->texts == NULL) {
+        return -1;
+    }
+    memcpy(r->all + r->nall, (const char *)data + sizeof(*h), h->nout * sizeof(demo_outcome_t));
+    memcpy(r->texts + r->ntexts, (const char *)data + sizeof(*h) + h->nout * sizeof(demo_outcome_t),
+           h->ntexts * sizeof(demo_text_t));
+    r->nall += h->nout;
+    r->ntexts += h->ntexts;
+    return 0;
+}
+
+demo_report_t *demo_report_gather(const demo_serve_t *s)
+{
+    demo_report_t *r = calloc(1, sizeof(*r));
+    size_t len = 0, world = (size_t)s->id.world_size;
+    char *mine = demo_report_blob(s, 0, &len);
+
+    if (r == NULL || mine == NULL) {
+        fprintf(stderr, "kvx-demo: rank %d: out of memory for the report\n", s->id.world_rank);
+        free(mine);
+        return r;
+    }
+    r->o = s->o;
+    r->id = s->id;
+    r->rep_first_success = -1;
     r->x = demo_xchg_all(mine, len, s->o->end_timeout);
     free(mine);
-    r->heard = calloc((size_t)s->id.world_size, sizeof(int));
-    r->kstats = calloc((size_t)s->id.world_size, sizeof(kvx_stats_t));
-    r->has_kstats = calloc((size_t)s->id.world_size, sizeof(int));
-    for (int k = 0; r->x != NULL && r->heard != NULL && r->kstats != NULL &&
-                    r->has_kstats != NULL && k < s->id.world_size;
+    r->heard = calloc(world, sizeof(int));
+    r->kstats = calloc(world, sizeof(kvx_stats_t));
+    r->has_kstats = calloc(world, sizeof(int));
+    r->hellos = calloc(world, sizeof(*r->hellos));
+    r->hello_fail = calloc(world, sizeof(*r->hello_fail));
+    r->rep_hello_fail = calloc((size_t)s->id.decode_tp, sizeof(*r->rep_hello_fail));
+    r->rep_kstats = calloc((size_t)s->id.decode_tp, sizeof(kvx_stats_t));
+    r->rep_has_kstats = calloc((size_t)s->id.decode_tp, sizeof(int));
+    r->rep_hellos = calloc((size_t)s->id.decode_tp, sizeof(*r->rep_hellos));
+    for (int k = 0;
+         r->x != NULL && r->heard != NULL && r->kstats != NULL && r->has_kstats != NULL &&
+         r->hellos != NULL && r->hello_fail != NULL && k < s->id.world_size;
          k++) {
         const void *data;
         report_head_t rh;
         size_t n;
 
-        if (!demo_xchg_heard(r->x, k, &data, &n) || n < sizeof(rh)) {
-            continue;
-        }
-        memcpy(&rh, data, sizeof(rh));
-        if (n != sizeof(rh) + rh.nout * sizeof(demo_outcome_t) + rh.ntexts * sizeof(demo_text_t)) {
+        if (!demo_xchg_heard(r->x, k, &data, &n) || take(r, data, n, &rh) != 0) {
             continue;
         }
         r->heard[k] = 1;
@@ -155,23 +238,37 @@ demo_report_t *demo_report_gather(const demo_serve_t *s)
             r->kstats[k] = rh.kstats;
             r->has_kstats[k] = 1;
         }
-        r->elapsed = rh.elapsed > r->elapsed ? rh.elapsed : r->elapsed;
-        for (int i = 0; i < 4; i++) {
-            r->decode_stats[i] += rh.stats[i];
-        }
-        r->all = realloc(r->all, (r->nall + rh.nout) * sizeof(demo_outcome_t));
-        r->texts = realloc(r->texts, (r->ntexts + rh.ntexts) * sizeof(demo_text_t) + 1);
-        if (r->all == NULL || r->texts == NULL) {
-            break;
-        }
-        memcpy(r->all + r->nall, (const char *)data + sizeof(rh), rh.nout * sizeof(demo_outcome_t));
-        memcpy(r->texts + r->ntexts,
-               (const char *)data + sizeof(rh) + rh.nout * sizeof(demo_outcome_t),
-               rh.ntexts * sizeof(demo_text_t));
-        r->nall += rh.nout;
-        r->ntexts += rh.ntexts;
+        memcpy(r->hellos[k], rh.hellos, sizeof(rh.hellos));
+        memcpy(r->hello_fail[k], rh.hello_fail, sizeof(rh.hello_fail));
     }
     return r;
+}
+
+void demo_report_add_replacement(demo_report_t *r, const void *data, size_t len)
+{
+    report_head_t rh;
+
+    if (r == NULL || r->rep_kstats == NULL || r->rep_has_kstats == NULL || r->rep_hellos == NULL ||
+        r->rep_hello_fail == NULL || take(r, data, len, &rh) != 0 || !rh.replacement ||
+        rh.tp_rank < 0 || rh.tp_rank >= r->id.decode_tp) {
+        return;
+    }
+    r->rep_heard++;
+    r->rep_joined_s = rh.joined_s > r->rep_joined_s ? rh.joined_s : r->rep_joined_s;
+    if (rh.has_kstats) {
+        r->rep_kstats[rh.tp_rank] = rh.kstats;
+        r->rep_has_kstats[rh.tp_rank] = 1;
+    }
+    memcpy(r->rep_hellos[rh.tp_rank], rh.hellos, sizeof(rh.hellos));
+    memcpy(r->rep_hello_fail[rh.tp_rank], rh.hello_fail, sizeof(rh.hello_fail));
+}
+
+void demo_report_set_facts(demo_report_t *r, const demo_replace_facts_t *facts)
+{
+    if (r != NULL) {
+        r->facts = *facts;
+        r->has_facts = 1;
+    }
 }
 
 int demo_report_complete(const demo_report_t *r)
@@ -192,6 +289,12 @@ void demo_report_free(demo_report_t *r)
         free(r->kstats);
         free(r->has_kstats);
         free(r->counting);
+        free(r->hellos);
+        free(r->rep_kstats);
+        free(r->rep_has_kstats);
+        free(r->rep_hellos);
+        free(r->hello_fail);
+        free(r->rep_hello_fail);
         /* A report to a rank that is gone never completes: left to MPI. */
         demo_xchg_free(r->x, 1.0);
         free(r);
@@ -260,6 +363,21 @@ static int instance_whole(const demo_report_t *r, int decode, int instance)
     return heard_of(r, decode, instance) == (unsigned)(decode ? r->id.decode_tp : r->id.prefill_tp);
 }
 
+/* Is each side of request q heard whole: its prefill instance, and its
+ * decode instance or, when the replacement served it, the replacement. */
+static int req_whole(const demo_report_t *r, const demo_req_t *q, int served)
+{
+    return instance_whole(r, 0, q->prefill) &&
+           (served ? r->rep_heard == r->id.decode_tp : instance_whole(r, 1, q->decode));
+}
+
+/* How many records request q should have. */
+static unsigned req_expect(const demo_report_t *r, const demo_req_t *q, int served)
+{
+    return heard_of(r, 0, q->prefill) +
+           (served ? (unsigned)r->rep_heard : heard_of(r, 1, q->decode));
+}
+
 /* Failures in the order rooms meet them: by stage, then origin rank. */
 static int by_stage(const void *a, const void *b)
 {
@@ -312,12 +430,19 @@ static void compare(demo_report_t *r)
     double *lat = calloc(N, sizeof(double));
     double *at = calloc(N, sizeof(double));
     double *tail = calloc(N, sizeof(double));
+    char *served = calloc(N, 1); /* by the replacement */
     size_t nlat = 0, ntail = 0;
     demo_req_t *reqs = demo_requests(r->o, &r->id);
 
     r->done_at = calloc(N, sizeof(double));
-    if (v == NULL || text == NULL || lat == NULL || at == NULL || tail == NULL || reqs == NULL) {
+    if (v == NULL || text == NULL || lat == NULL || at == NULL || tail == NULL || reqs == NULL ||
+        served == NULL) {
         goto out;
+    }
+    for (size_t k = 0; k < r->nall; k++) {
+        if (r->all[k].replacement && r->all[k].req < N) {
+            served[r->all[k].req] = 1;
+        }
     }
     for (size_t k = 0; k < r->ntexts; k++) {
         if (r->texts[k].req < N) {
@@ -327,8 +452,7 @@ static void compare(demo_report_t *r)
     for (size_t k = 0; k < r->nall; k++) {
         const demo_outcome_t *o = &r->all[k];
         room_view_t *x = &v[o->req];
-        int whole =
-            instance_whole(r, 0, reqs[o->req].prefill) && instance_whole(r, 1, reqs[o->req].decode);
+        int whole = req_whole(r, &reqs[o->req], served[o->req]);
 
         x->differ |= x->records > 0 &&
                      (whole ? !same_outcome(x->ref, o)
@@ -349,11 +473,12 @@ static void compare(demo_report_t *r)
     }
     for (size_t i = 0; i < N; i++) {
         room_view_t *x = &v[i];
-        int whole = instance_whole(r, 0, reqs[i].prefill) && instance_whole(r, 1, reqs[i].decode);
-        unsigned expect = heard_of(r, 0, reqs[i].prefill) + heard_of(r, 1, reqs[i].decode);
+        int whole = req_whole(r, &reqs[i], served[i]);
+        unsigned expect = req_expect(r, &reqs[i], served[i]);
 
         r->done_at[i] = -1;
         r->lost_rooms += !whole;
+        r->rep_rooms += served[i];
         if (x->records != expect || x->records == 0 || !x->ref->concluded || x->differ) {
             r->unconcluded += x->records != expect || x->records == 0 || !x->ref->concluded;
             r->disagreed++;
@@ -362,6 +487,13 @@ static void compare(demo_report_t *r)
             }
         } else if (x->ref->state == KVX_ROOM_SUCCESS) {
             r->success++;
+            if (served[i]) {
+                r->rep_success++;
+                r->rep_first_success =
+                    r->rep_first_success < 0 || x->agreed_s < r->rep_first_success
+                        ? x->agreed_s
+                        : r->rep_first_success;
+            }
             r->bytes += x->bytes;
             /* Only with records of both sides (a partition may leave one);
              * every rank's clock starts at one barrier (main.c). */
@@ -381,6 +513,8 @@ static void compare(demo_report_t *r)
             }
         } else {
             r->failed++;
+            r->rep_failed += served[i];
+            r->rep_gap += !served[i] && r->has_facts && reqs[i].decode == r->facts.instance;
             if (!whole) {
                 /* A loss is no injected fault, but it is what this run
                  * shows: these rooms could not succeed. */
@@ -402,6 +536,7 @@ static void compare(demo_report_t *r)
     r->tail_p99 = demo_percentile(tail, ntail, 0.99);
 out:
     /* The examples point into r->texts, which lives as long as r. */
+    free(served);
     free(v);
     free(lat);
     free(at);
@@ -452,9 +587,14 @@ static void rank_name(const demo_report_t *r, int rank, char *buf, size_t len)
  * none, index 0). */
 static uint64_t *cell_of(uint64_t (*cells)[3][KVX_STATS_STATUSES], const demo_outcome_t *o)
 {
-    unsigned stage = (unsigned)o->stage < KVX_STAGE_COUNT ? (unsigned)o->stage : KVX_STAGE_INIT;
-    unsigned role = (unsigned)o->origin_role < 3 ? (unsigned)o->origin_role : KVX_ROLE_NONE;
-    int st = o->status < 0 && -o->status < KVX_STATS_STATUSES ? -o->status : 0;
+    /* A room aborted because a TP sibling's open was refused: kvx counted
+     * its own failure of it here, not the sibling's refusal. */
+    int32_t ostage = o->sibling_refused ? o->kstage : o->stage;
+    int32_t orole = o->sibling_refused ? o->krole : o->origin_role;
+    int32_t ostatus = o->sibling_refused ? o->kstatus : o->status;
+    unsigned stage = (unsigned)ostage < KVX_STAGE_COUNT ? (unsigned)ostage : KVX_STAGE_INIT;
+    unsigned role = (unsigned)orole < 3 ? (unsigned)orole : KVX_ROLE_NONE;
+    int st = ostatus < 0 && -ostatus < KVX_STATS_STATUSES ? -ostatus : 0;
 
     return &cells[stage][role][st];
 }
@@ -480,22 +620,34 @@ static int first_difference(const uint64_t (*a)[3][KVX_STATS_STATUSES],
  * their outcomes, and the failures by stage, origin role and status. Exact
  * when every room it opened was concluded; a room given up at the time
  * limit was closed unconcluded, and kvx counted it by its state then. */
-static void check_rank(demo_report_t *r, int k, tally_t *t)
+static void check_rank(demo_report_t *r, int k, int replacement, const kvx_stats_t *ks,
+                       const uint64_t hellos[3], const int32_t (*hello_fail)[3], tally_t *t)
 {
-    const kvx_stats_t *ks = &r->kstats[k];
     uint64_t(*cells)[3][KVX_STATS_STATUSES] = calloc(1, sizeof(ks->failures));
     unsigned stage, role, st;
-    char name[64];
+    char base[64], name[96];
 
-    rank_name(r, k, name, sizeof(name));
+    rank_name(r, k, base, sizeof(base));
+    snprintf(name, sizeof(name), "%s%s", replacement ? "the replacement " : "", base);
     if (cells == NULL) {
         mismatch(r, "%s (rank %d): no memory to compare its counters", name, k);
         return;
     }
+    /* The hello rooms of --replace are kvx's rooms, not requests. */
+    t->opened += hellos[0];
+    t->succeeded += hellos[1];
+    t->failed += hellos[2];
+    for (uint64_t i = 0; i < hellos[2] && i < DEMO_HELLO_FAILS; i++) {
+        demo_outcome_t o = { .stage = hello_fail[i][0],
+                             .origin_role = hello_fail[i][1],
+                             .status = hello_fail[i][2] };
+
+        (*cell_of(cells, &o))++;
+    }
     for (size_t i = 0; i < r->nall; i++) {
         const demo_outcome_t *o = &r->all[i];
 
-        if (o->rank != k) {
+        if (o->rank != k || (int)o->replacement != replacement) {
             continue;
         }
         if (!o->opened) {
@@ -580,6 +732,8 @@ static void count(demo_report_t *r)
 
     r->counting = calloc((size_t)world, sizeof(int));
     if (t == NULL || r->counting == NULL || r->kstats == NULL || r->has_kstats == NULL ||
+        r->hellos == NULL || r->hello_fail == NULL || r->rep_kstats == NULL ||
+        r->rep_has_kstats == NULL || r->rep_hellos == NULL || r->rep_hello_fail == NULL ||
         r->all == NULL) {
         mismatch(r, "no memory to read kvx's counters");
         free(t);
@@ -587,7 +741,15 @@ static void count(demo_report_t *r)
     }
     for (int k = 0; k < world; k++) {
         if (r->has_kstats[k]) {
-            check_rank(r, k, &t[k]);
+            check_rank(r, k, 0, &r->kstats[k], r->hellos[k], r->hello_fail[k], &t[k]);
+        }
+    }
+    for (int i = 0; r->has_facts && r->facts.instance >= 0 && i < r->id.decode_tp; i++) {
+        tally_t rt = { 0 };
+
+        if (r->rep_has_kstats[i]) {
+            check_rank(r, rank_of(r, 1, r->facts.instance, i), 1, &r->rep_kstats[i],
+                       r->rep_hellos[i], r->rep_hello_fail[i], &rt);
         }
     }
     /* Rooms: one rank of each decode instance, else of each prefill
@@ -600,8 +762,8 @@ static void count(demo_report_t *r)
 
         if (k >= 0) {
             r->counting[k] = 1;
-            r->csucceeded += r->kstats[k].rooms_succeeded;
-            r->cfailed += r->kstats[k].rooms_failed + t[k].refused;
+            r->csucceeded += r->kstats[k].rooms_succeeded - r->hellos[k][1];
+            r->cfailed += r->kstats[k].rooms_failed - r->hellos[k][2] + t[k].refused;
             r->crefused += t[k].refused;
         }
     }
@@ -753,6 +915,69 @@ static void print_lost(const demo_report_t *r)
            "(%.2f GB/s)\n",
            r->before, rate(r->bytes_before, r->lost_at), r->after,
            rate(r->bytes_after, r->elapsed - r->lost_at));
+}
+
+/* When capacity came back: the replacement's first SUCCESS, from the kill
+ * (or, when its time was not told, from the loss first seen). */
+static double recovery(const demo_report_t *r)
+{
+    double from = r->facts.killed_s >= 0 ? r->facts.killed_s : r->lost_at;
+
+    return r->rep_first_success >= 0 ? r->rep_first_success - from : -1;
+}
+
+/* Did --replace do what it says: a decode instance lost, a replacement
+ * spawned, joined and heard at the end? (1 when nothing was lost.) */
+static int replaced_whole(const demo_report_t *r)
+{
+    if (!r->o->replace || !r->has_facts || r->lost_rooms == 0) {
+        return 1;
+    }
+    return r->facts.instance >= 0 && r->facts.failed[0] == '\0' && r->rep_heard == r->id.decode_tp;
+}
+
+static void print_replacement(const demo_report_t *r)
+{
+    const demo_replace_facts_t *f = &r->facts;
+    char killed[64] = "";
+
+    if (!r->has_facts || (!r->o->replace && f->killed_s < 0)) {
+        return;
+    }
+    if (f->killed_s >= 0) {
+        snprintf(killed, sizeof(killed), "killed %.2f s into the run, ", f->killed_s);
+    }
+    if (f->instance < 0) {
+        printf("replacement:  none: %s\n",
+               r->o->replace ? "no decode instance was lost" : "not asked for (--replace)");
+        return;
+    }
+    if (f->failed[0] != '\0') {
+        printf("replacement:  decode[%d] (%sthe loss seen %.2f s): none: %s\n", f->instance, killed,
+               r->lost_at, f->failed);
+        return;
+    }
+    printf("replacement:  decode[%d]: %sthe loss seen %.2f s; %d process%s spawned by rank 0 at "
+           "%.2f s (MPI_Comm_spawn %.2f s), ",
+           f->instance, killed, r->lost_at, f->tp, f->tp == 1 ? "" : "es", f->spawn_s,
+           f->spawn_took);
+    if (r->rep_heard > 0) {
+        printf("joined by %.2f s; ", r->rep_joined_s);
+    } else {
+        printf("none reported having joined; ");
+    }
+    printf("first room agreed SUCCESS on it at ");
+    if (r->rep_first_success >= 0) {
+        printf("%.2f s: capacity back %.2f s after the %s\n", r->rep_first_success, recovery(r),
+               f->killed_s >= 0 ? "kill" : "loss was seen");
+    } else {
+        printf("none\n");
+    }
+    printf("  %zu requests routed to decode[%d] failed with it (in flight at the loss, or "
+           "refused until the replacement took its place); %zu rooms on the replacement: %zu "
+           "succeeded, %zu failed; %d of its %d ranks reported\n",
+           r->rep_gap, f->instance, r->rep_rooms, r->rep_success, r->rep_failed, r->rep_heard,
+           f->tp);
 }
 
 /* What each rank concluded about the first rooms that differ. */
@@ -920,7 +1145,11 @@ static void print_summary(const demo_report_t *r)
     printf("verified:     %llu mismatched bytes in %.3f GB of KV (every head of every token of %zu "
            "rooms, and their first tokens)\n",
            (unsigned long long)r->mismatches, (double)r->bytes / 1e9, r->success);
-    if (r->disagreed == 0 && r->lost_rooms > 0) {
+    if (r->disagreed == 0 && r->lost_rooms > 0 && r->rep_heard > 0) {
+        printf("agreement:    the %d ranks heard and the replacement's %d agreed on every room "
+               "(rooms of a lost instance: state and status)\n",
+               heard_count(r), r->rep_heard);
+    } else if (r->disagreed == 0 && r->lost_rooms > 0) {
         printf("agreement:    the %d ranks heard agreed on every room (rooms of a lost instance: "
                "state and status)\n",
                heard_count(r));
@@ -958,6 +1187,7 @@ static void print_summary(const demo_report_t *r)
         demo_replay_print(r->o, r->done_at);
     }
     print_lost(r);
+    print_replacement(r);
 }
 
 /* Sets key of obj to value; the first failure (no memory, a string not
@@ -1028,6 +1258,33 @@ static json_t *json_lost(const demo_report_t *r, int *bad)
     jset(lost, "others_before", before, bad);
     jset(lost, "others_after", after, bad);
     return lost;
+}
+
+static json_t *json_replacement(const demo_report_t *r, int *bad)
+{
+    const demo_replace_facts_t *f = &r->facts;
+    json_t *o = json_object();
+
+    if (o == NULL) {
+        *bad = 1;
+        return NULL;
+    }
+    jset(o, "instance", json_integer(f->instance), bad);
+    jset(o, "failed", json_string(f->failed), bad);
+    jset(o, "killed_s", f->killed_s >= 0 ? json_real(f->killed_s) : json_null(), bad);
+    jset(o, "lost_s", json_real(r->lost_at), bad);
+    jset(o, "spawn_s", json_real(f->spawn_s), bad);
+    jset(o, "spawn_took_s", json_real(f->spawn_took), bad);
+    jset(o, "joined_s", json_real(r->rep_joined_s), bad);
+    jset(o, "first_success_s",
+         r->rep_first_success >= 0 ? json_real(r->rep_first_success) : json_null(), bad);
+    jset(o, "recovery_s", r->rep_first_success >= 0 ? json_real(recovery(r)) : json_null(), bad);
+    jset(o, "ranks_heard", json_integer(r->rep_heard), bad);
+    jset(o, "gap_requests", json_integer((json_int_t)r->rep_gap), bad);
+    jset(o, "rooms", json_integer((json_int_t)r->rep_rooms), bad);
+    jset(o, "rooms_success", json_integer((json_int_t)r->rep_success), bad);
+    jset(o, "rooms_failed", json_integer((json_int_t)r->rep_failed), bad);
+    return o;
 }
 
 /* Where the counts came from, and whether they match the demo's records. */
@@ -1104,6 +1361,9 @@ static int write_json(const demo_report_t *r, int ok)
     if (r->lost_rooms > 0) {
         jset(root, "lost", json_lost(r, &bad), &bad);
     }
+    if (r->has_facts && (r->o->replace || r->facts.killed_s >= 0)) {
+        jset(root, "replacement", json_replacement(r, &bad), &bad);
+    }
     snprintf(layout, sizeof(layout), "prefill:%dx%d,decode:%dx%d", r->id.prefill_instances,
              r->id.prefill_tp, r->id.decode_instances, r->id.decode_tp);
     jset(root, "rooms_unconcluded", json_integer((json_int_t)r->unconcluded), &bad);
@@ -1138,7 +1398,7 @@ int demo_report_print(demo_report_t *r)
     compare(r);
     count(r);
     ok = r->unconcluded == 0 && r->disagreed == 0 && r->mismatches == 0 && r->not_injected == 0 &&
-         r->nmismatch == 0;
+         r->nmismatch == 0 && replaced_whole(r);
     if (printer != r->id.world_rank) {
         return ok ? 0 : 1;
     }
@@ -1149,7 +1409,12 @@ int demo_report_print(demo_report_t *r)
     if (r->o->plot != NULL) {
         demo_replay_plot(r->o, r->done_at);
     }
-    if (ok && r->lost_rooms > 0) {
+    if (ok && r->lost_rooms > 0 && r->rep_heard > 0) {
+        printf("kvx-demo: OK (%u rooms, %zu failed by the lost instance, %zu as injected, every "
+               "other room succeeded, %zu of them on its replacement; the ranks heard agreed)\n",
+               r->o->requests, r->lost_rooms_failed, r->failed - r->lost_rooms_failed,
+               r->rep_success);
+    } else if (ok && r->lost_rooms > 0) {
         printf("kvx-demo: OK (%u rooms, %zu failed by the lost instance, %zu as injected, every "
                "other room succeeded; the ranks heard agreed)\n",
                r->o->requests, r->lost_rooms_failed, r->failed - r->lost_rooms_failed);
@@ -1158,9 +1423,10 @@ int demo_report_print(demo_report_t *r)
                r->o->requests, r->failed);
     } else {
         printf("kvx-demo: FAILED (%zu disagreed, %zu not concluded, %llu mismatched bytes, "
-               "%zu failures not injected%s)\n",
+               "%zu failures not injected%s%s)\n",
                r->disagreed, r->unconcluded, (unsigned long long)r->mismatches, r->not_injected,
-               r->nmismatch ? "; kvx's counters do NOT match the demo's records" : "");
+               r->nmismatch ? "; kvx's counters do NOT match the demo's records" : "",
+               replaced_whole(r) ? "" : "; the lost instance was NOT replaced");
     }
     fflush(stdout);
     return ok ? 0 : 1;

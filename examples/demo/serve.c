@@ -15,15 +15,19 @@
  *      QUARANTINED: then its pages are never reused;
  *   6. let the closed rooms go (their pages back to the allocator). The TP
  *      ranks must do this identically, so that their allocators stay the
- *      same and the next admissions are the same everywhere. A room agreed
- *      SUCCESS closes at once on every rank; a room agreed FAILED may close
- *      at different steps on different ranks, so while one is pending the
+ *      same and the next admissions are the same everywhere: a room agreed
+ *      FAILED may close at different steps on different ranks, so every
  *      step ends with an MPI_Allreduce over the TP ranks that says which
  *      rooms every rank has closed (and whether any got QUARANTINED). The
- *      same collective, every 32 steps, decides the time limit together,
- *      and every step while the next --trace request has yet to arrive, the
- *      clock that admits it (the slowest rank's: no rank opens a room before
- *      its arrival).
+ *      same collective decides the time limit together, the clock that
+ *      admits the next --trace request (the slowest rank's: no rank opens a
+ *      room before its arrival), the instances lost, and those that came
+ *      back (--replace). It ends every step, not only the steps some rank
+ *      found it needed: kvx refuses an open on the TP rank that saw its
+ *      peer lost first while a sibling opens the same room, and a step
+ *      with the collective on one rank and without it on another left them
+ *      waiting for each other until KVX_TP_TIMEOUT (a whole decode instance
+ *      killed mid-run did so).
  *
  * An instance of the other role that lost a rank cannot serve any more.
  * Once a room with it failed here with KVX_ERR_PEER_LOST (on any TP rank:
@@ -44,8 +48,24 @@
 #include <time.h>
 #include <unistd.h>
 
+/* --replace: an instance that came back. A prefill instance, once its TP
+ * ranks agree the place of a lost decode instance is usable again (a
+ * replacement joined it: kvx_ctx_pair_status() KVX_OK), routes that
+ * instance's requests to it again from its next one on, and first sends it
+ * a one-page hello room whose aux row is that request's index. The
+ * replacement opens a hello room with every prefill instance as it starts,
+ * and serves a prefill instance's requests from the one its hello named
+ * (the earlier ones were failed by that prefill instance). Hello pages are
+ * never given back, on either side: a failed room may close at different
+ * steps on different TP ranks, and the allocators must stay the same. */
+enum { HELLO_NONE, HELLO_OPEN, HELLO_AGREED, HELLO_CLOSED };
+#define HELLO_ID(prefill, decode) ((1ull << 63) | ((uint64_t)(prefill) << 20) | (uint64_t)(decode))
+
 struct demo_flight {
     const demo_req_t *req; /* NULL: a free slot */
+    int peer_gen;          /* peer_gen[] of its peer instance when it was admitted */
+    int refused;           /* kvx refused its open on this rank */
+    int sibling_done;      /* a refusal on some TP rank was recorded (sibling_refusals()) */
     size_t mine;           /* its index in mine[] and out[] */
     uint32_t *pages;
     uint32_t aux_slot;
@@ -77,6 +97,12 @@ size_t demo_pool_pages(const demo_opts_t *o)
     if (o->pool_pages != 0) {
         return o->pool_pages;
     }
+    if (o->kill_instance >= 0 || o->replace || o->replacement_of >= 0) {
+        /* A prefill rank never reuses the source pages of rooms that were
+         * in flight to an instance that died (kvx quarantines them once
+         * KVX_DRAIN_TIMEOUT passed): room for as many rooms again. */
+        fit += (size_t)o->concurrency * max;
+    }
     return fit > max ? fit : max;
 }
 
@@ -94,6 +120,7 @@ int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const
                     size_t num_pages)
 {
     unsigned C = o->concurrency;
+    size_t np;
 
     memset(s, 0, sizeof(*s));
     s->o = o;
@@ -105,19 +132,29 @@ int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const
     s->mine = calloc(o->requests, sizeof(uint32_t));
     s->out = calloc(o->requests, sizeof(demo_outcome_t));
     s->flight = calloc(C, sizeof(demo_flight_t));
-    s->ids = calloc(C, sizeof(uint64_t));
-    s->round = calloc(C, sizeof(unsigned));
-    s->agreed = calloc(C, sizeof(kvx_agreed_t));
     s->npeer_instances = is_decode(s) ? s->id.prefill_instances : s->id.decode_instances;
-    s->sync = calloc(2 * (size_t)C + 2 + (size_t)s->npeer_instances, sizeof(int));
-    s->peer_seen = calloc((size_t)s->npeer_instances, sizeof(int));
-    s->peer_shunned = calloc((size_t)s->npeer_instances, sizeof(int));
+    np = (size_t)s->npeer_instances;
+    s->replacement = o->replacement_of >= 0;
+    /* A round holds the flights and the hello rooms. */
+    s->ids = calloc(C + np, sizeof(uint64_t));
+    s->round = calloc(C + np, sizeof(unsigned));
+    s->agreed = calloc(C + np, sizeof(kvx_agreed_t));
+    s->sync = calloc(4 * (size_t)C + 3 + 2 * np, sizeof(int));
+    s->peer_seen = calloc(np, sizeof(int));
+    s->peer_shunned = calloc(np, sizeof(int));
+    s->peer_gen = calloc(np, sizeof(int));
+    s->hello = calloc(np, sizeof(demo_hello_t));
+    s->first_req = malloc(np * sizeof(int64_t));
     if (s->mine == NULL || s->out == NULL || s->flight == NULL || s->ids == NULL ||
         s->round == NULL || s->agreed == NULL || s->sync == NULL || s->peer_seen == NULL ||
-        s->peer_shunned == NULL || demo_kv_init(&s->kv, ctx, &o->kv, num_pages) != 0 ||
+        s->peer_shunned == NULL || s->peer_gen == NULL || s->hello == NULL ||
+        s->first_req == NULL || demo_kv_init(&s->kv, ctx, &o->kv, num_pages) != 0 ||
         demo_alloc_init(&s->pages, num_pages) != 0 ||
         demo_alloc_init(&s->aux, demo_aux_slots(o)) != 0) {
         return -1;
+    }
+    for (size_t k = 0; k < np; k++) {
+        s->first_req[k] = -1;
     }
     for (uint32_t i = 0; i < o->requests; i++) {
         int inst = is_decode(s) ? reqs[i].decode : reqs[i].prefill;
@@ -125,6 +162,7 @@ int demo_serve_init(demo_serve_t *s, const demo_opts_t *o, kvx_ctx_t *ctx, const
         if (inst == s->id.instance) {
             s->out[s->nmine].req = i;
             s->out[s->nmine].rank = s->id.world_rank;
+            s->out[s->nmine].replacement = (uint32_t)s->replacement;
             s->mine[s->nmine++] = i;
         }
     }
@@ -145,6 +183,9 @@ void demo_serve_cleanup(demo_serve_t *s)
     free(s->sync);
     free(s->peer_seen);
     free(s->peer_shunned);
+    free(s->peer_gen);
+    free(s->hello);
+    free(s->first_req);
     free(s->texts);
     demo_kv_cleanup(&s->kv);
     demo_alloc_cleanup(&s->pages);
@@ -165,8 +206,10 @@ static void fail_unopened(demo_serve_t *s, demo_outcome_t *out, kvx_status_t st)
     out->at_s = demo_now() - s->t0;
 }
 
-/* A room kvx refused to open fails here, the same way on every TP rank
- * (the refusal depends only on what all of them passed). */
+/* A room kvx refused to open fails here. The refusal may depend on what
+ * only this rank saw (its peer lost a moment before its siblings saw it):
+ * the step's collective tells the siblings, which fail the room the same
+ * way (sibling_refusals()). */
 static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
 {
     fprintf(stderr, "kvx-demo: rank %d: room %llu: %s refused: %s\n", s->id.world_rank,
@@ -175,6 +218,52 @@ static void open_failed(demo_serve_t *s, demo_flight_t *f, kvx_status_t st)
     fail_unopened(s, &s->out[f->mine], st);
     f->agreed = 1;
     f->closed = 1;
+    f->refused = 1;
+}
+
+/* Rooms kvx refused to open on some TP rank (origin[i] its world rank + 1,
+ * minus_status[i] minus the status, both the collective's maximum): every
+ * TP rank records the same refusal, and a rank that opened the room aborts
+ * it now, keeping kvx's own failure of it for the counters. Without this
+ * the ranks that opened it would wait KVX_TP_TIMEOUT for the one that
+ * could not, and conclude another reason. */
+static void sibling_refusals(demo_serve_t *s, const int *origin, const int *minus_status)
+{
+    for (unsigned i = 0; i < s->slots; i++) {
+        demo_flight_t *f = &s->flight[i];
+        demo_outcome_t *out;
+        kvx_failure_t why;
+
+        if (f->req == NULL || origin[i] == 0 || f->sibling_done) {
+            continue;
+        }
+        f->sibling_done = 1;
+        out = &s->out[f->mine];
+        if (!f->refused) {
+            if (!f->closed) {
+                kvx_room_abort(s->ctx, f->req->id, "refused on a TP sibling");
+            }
+            out->sibling_refused = 1;
+            out->kstatus = out->status; /* what it concluded here, if it did */
+            out->kstage = out->stage;
+            out->krole = out->origin_role;
+            if (!f->closed && kvx_room_failure(s->ctx, f->req->id, &why) == KVX_OK) {
+                out->kstatus = why.status;
+                out->kstage = why.stage;
+                out->krole = why.origin_role;
+            }
+            f->dead = 1;
+            f->agreed = 1; /* closed by serve_close(), now or when UCX let go */
+        }
+        fail_unopened(s, out, -minus_status[i]);
+        out->origin = origin[i] - 1;
+        out->origin_role = s->id.role;
+    }
+}
+
+static int peer_instance(const demo_serve_t *s, const demo_req_t *r)
+{
+    return is_decode(s) ? r->prefill : r->decode;
 }
 
 static int admit_one(demo_serve_t *s, demo_flight_t *f)
@@ -182,6 +271,24 @@ static int admit_one(demo_serve_t *s, demo_flight_t *f)
     const demo_req_t *r = &s->reqs[s->mine[s->next]];
     kvx_status_t st;
 
+    if (s->pages.cap - s->pages.lost < r->npages) {
+        /* Quarantines left the pool too small for it, now and for good:
+         * it fails here rather than wait at the head forever (the same on
+         * every TP rank: pages are lost together). */
+        fprintf(stderr,
+                "kvx-demo: rank %d: request %u needs %u pages; %zu of this rank's %zu are left "
+                "after quarantines: it fails without a room\n",
+                s->id.world_rank, r->index, r->npages, s->pages.cap - s->pages.lost, s->pages.cap);
+        fail_unopened(s, &s->out[s->next], KVX_ERR_NO_MEMORY);
+        s->next++;
+        s->done++;
+        s->failed++;
+        return 1;
+    }
+    if (is_decode(s) && !s->replacement && s->o->kill_instance == s->id.instance &&
+        s->seq >= s->o->kill_after) {
+        demo_replace_kill(s); /* --kill-decode: every TP rank at this same step */
+    }
     if (r->arrival > s->clock || s->pages.count < r->npages ||
         (is_decode(s) && s->aux.count == 0) ||
         (f->pages = malloc(r->npages * sizeof(uint32_t))) == NULL) {
@@ -189,6 +296,7 @@ static int admit_one(demo_serve_t *s, demo_flight_t *f)
     }
     demo_alloc_take(&s->pages, r->npages, f->pages);
     f->req = r;
+    f->peer_gen = s->peer_gen[peer_instance(s, r)];
     f->mine = s->next++;
     f->seq = s->seq++;
     f->t_open = demo_now();
@@ -206,9 +314,33 @@ static int admit_one(demo_serve_t *s, demo_flight_t *f)
     return 1;
 }
 
-static int peer_instance(const demo_serve_t *s, const demo_req_t *r)
+/* The replacement: the requests at the head that a prefill instance routed
+ * here before its hello named the first one it routes here again (it
+ * failed those itself), or of a prefill instance that sent no hello by the
+ * job's end, are not this instance's: passed over without a record. */
+static int skip_unserved(demo_serve_t *s)
 {
-    return is_decode(s) ? r->prefill : r->decode;
+    int busy = 0;
+
+    while (s->replacement && s->next < s->nmine) {
+        const demo_req_t *r = &s->reqs[s->mine[s->next]];
+        int64_t first = s->first_req[r->prefill];
+
+        if ((first < 0 && !s->end_seen) || (first >= 0 && r->index >= (uint64_t)first)) {
+            break;
+        }
+        s->next++;
+        busy = 1;
+    }
+    return busy;
+}
+
+/* The replacement: the request at the head is of a prefill instance that
+ * has not said yet from which request on it routes here: it waits. */
+static int head_held(const demo_serve_t *s)
+{
+    return s->replacement && s->next < s->nmine && !s->end_seen &&
+           s->first_req[s->reqs[s->mine[s->next]].prefill] < 0;
 }
 
 /* The requests at the head that arrived and are routed to an instance the
@@ -235,11 +367,11 @@ static int skip_shunned(demo_serve_t *s)
 
 static int serve_admit(demo_serve_t *s)
 {
-    int busy = skip_shunned(s);
+    int busy = skip_shunned(s) | skip_unserved(s);
 
     for (unsigned i = 0; i < s->slots && s->next < s->nmine; i++) {
-        busy |= skip_shunned(s);
-        if (s->next == s->nmine) {
+        busy |= skip_shunned(s) | skip_unserved(s);
+        if (s->next == s->nmine || head_held(s)) {
             break;
         }
         if (s->flight[i].req == NULL) {
@@ -359,6 +491,8 @@ static int serve_compute(demo_serve_t *s)
 
 /* ---- 2, 4. agreement and what was agreed ------------------------------------------- */
 
+/* The rooms not agreed yet: the flights', then the hello rooms' (their slot
+ * in round[] is slots + the peer instance). */
 static size_t round_ids(demo_serve_t *s)
 {
     size_t n = 0;
@@ -369,6 +503,12 @@ static size_t round_ids(demo_serve_t *s)
         if (f->req != NULL && !f->agreed) {
             s->round[n] = i;
             s->ids[n++] = f->req->id;
+        }
+    }
+    for (int k = 0; k < s->npeer_instances; k++) {
+        if (s->hello[k].state == HELLO_OPEN) {
+            s->round[n] = s->slots + (unsigned)k;
+            s->ids[n++] = s->hello[k].id;
         }
     }
     return n;
@@ -427,8 +567,11 @@ static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
         out->origin = why.origin_rank;
         out->origin_role = why.origin_role;
         out->injected = (why.flags & KVX_FAILURE_INJECTED) != 0;
-        /* Not when this instance lost a TP rank: that fails its rooms too. */
-        s->peer_seen[peer_instance(s, f->req)] |= why.status == KVX_ERR_PEER_LOST && !s->broken;
+        /* Not when this instance lost a TP rank: that fails its rooms too;
+         * nor for a room admitted before its peer instance came back. */
+        s->peer_seen[peer_instance(s, f->req)] |=
+            why.status == KVX_ERR_PEER_LOST && !s->broken &&
+            f->peer_gen == s->peer_gen[peer_instance(s, f->req)];
         if (is_decode(s) && s->id.tp_rank == 0) {
             keep_text(s, out->req, &why);
         }
@@ -457,13 +600,75 @@ static void conclude(demo_serve_t *s, demo_flight_t *f, kvx_room_state_t state)
  * place in the agreement table during this very round, the outcome of the
  * room that held that place before (src/core/agree/agree.c, agree_report()), so a
  * room still BOOTSTRAPPING can come back "agreed SUCCESS". */
+/* A hello room the instance agreed on. The prefill: a failed one means the
+ * instance cannot serve after all (its loss is seen again, and it is
+ * shunned at the next collective). The replacement: the first request the
+ * prefill instance routes here, from the aux row; a failed hello, none. */
+static void hello_conclude(demo_serve_t *s, int k, kvx_room_state_t state)
+{
+    demo_hello_t *h = &s->hello[k];
+    uint32_t first = s->o->requests;
+    size_t len = 0;
+    kvx_failure_t why;
+    char line[256] = "";
+
+    h->state = HELLO_AGREED;
+    if (state != KVX_ROOM_SUCCESS && kvx_room_failure(s->ctx, h->id, &why) == KVX_OK) {
+        kvx_failure_format(&why, line, sizeof(line));
+        if (s->hellos[2] < DEMO_HELLO_FAILS) { /* kvx counts it: so must the records */
+            s->hello_fail[s->hellos[2]][0] = why.stage;
+            s->hello_fail[s->hellos[2]][1] = why.origin_role;
+            s->hello_fail[s->hellos[2]][2] = why.status;
+        }
+    }
+    s->hellos[state == KVX_ROOM_SUCCESS ? 1 : 2]++;
+    if (!is_decode(s)) {
+        if (state != KVX_ROOM_SUCCESS) {
+            s->peer_seen[k] = 1;
+            fprintf(stderr, "kvx-demo: rank %d: the hello to decode[%d] failed: %s\n",
+                    s->id.world_rank, k, line);
+        }
+        return;
+    }
+    if (state == KVX_ROOM_SUCCESS &&
+        (kvx_room_aux(s->ctx, h->id, &first, sizeof(first), &len) != KVX_OK ||
+         len != sizeof(first) || first > s->o->requests)) {
+        first = s->o->requests;
+        snprintf(line, sizeof(line), "its aux row is not a request's index");
+    }
+    s->first_req[k] = first;
+    if (s->id.tp_rank == 0) {
+        if (first < s->o->requests) {
+            printf("kvx-demo: replacement decode[%d]: prefill[%d] routes its requests here "
+                   "from request %u on\n",
+                   s->id.instance, k, first);
+        } else {
+            printf("kvx-demo: replacement decode[%d]: no request of prefill[%d] comes here "
+                   "(%s)\n",
+                   s->id.instance, k, line[0] ? line : "it has none left");
+        }
+        fflush(stdout);
+    }
+}
+
 static int serve_conclude(demo_serve_t *s, size_t n)
 {
     int busy = 0;
 
     for (size_t k = 0; k < n; k++) {
-        demo_flight_t *f = &s->flight[s->round[k]];
+        demo_flight_t *f;
         kvx_room_info_t info;
+
+        if (s->round[k] >= s->slots) {
+            int peer = (int)(s->round[k] - s->slots);
+
+            if (kvx_room_info(s->ctx, s->hello[peer].id, &info) == KVX_OK && info.agreed) {
+                hello_conclude(s, peer, info.agreed_state);
+                busy = 1;
+            }
+            continue;
+        }
+        f = &s->flight[s->round[k]];
 
         if (s->agreed[k].status == KVX_ERR_NO_ROOM ||
             kvx_room_info(s->ctx, f->req->id, &info) != KVX_OK) {
@@ -484,6 +689,13 @@ static int serve_conclude(demo_serve_t *s, size_t n)
 
 static void serve_close(demo_serve_t *s)
 {
+    for (int k = 0; k < s->npeer_instances; k++) {
+        demo_hello_t *h = &s->hello[k];
+
+        if (h->state == HELLO_AGREED && kvx_room_close(s->ctx, h->id) != KVX_ERR_BUSY) {
+            h->state = HELLO_CLOSED; /* its page (and aux slot) stay taken */
+        }
+    }
     for (unsigned i = 0; i < s->slots; i++) {
         demo_flight_t *f = &s->flight[i];
         kvx_status_t st;
@@ -555,24 +767,6 @@ static void give_up(demo_serve_t *s)
             s->id.world_rank, s->o->time_limit, open, s->nmine - s->next);
 }
 
-/* Does this step end with the collective? The same answer on every TP rank:
- * it depends only on agreed outcomes and the step count. */
-static int sync_needed(const demo_serve_t *s)
-{
-    if (s->steps % 32 == 0 ||
-        (s->next < s->nmine && s->reqs[s->mine[s->next]].arrival > s->clock)) {
-        return 1; /* every 32 steps, and every step until the next request arrives */
-    }
-    for (unsigned i = 0; i < s->slots; i++) {
-        const demo_flight_t *f = &s->flight[i];
-
-        if (f->req != NULL && f->agreed && s->out[f->mine].state == KVX_ROOM_FAILED) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* The instances of the other role some TP rank saw lost: offered nothing
  * more from now on (skip_shunned()). */
 static void shun_lost(demo_serve_t *s, const int *seen)
@@ -588,35 +782,116 @@ static void shun_lost(demo_serve_t *s, const int *seen)
     }
 }
 
+/* A prefill instance routes a lost decode instance's requests to it again:
+ * its TP ranks agreed a replacement took the place. The hello names the
+ * first; the rooms from it on are opened as any (the replacement opens its
+ * side once the hello reached it; until then kvx holds them). */
+static void cut_over(demo_serve_t *s, int k)
+{
+    demo_hello_t *h = &s->hello[k];
+    uint32_t first = s->next < s->nmine ? s->mine[s->next] : s->o->requests;
+    kvx_status_t st;
+
+    if (s->pages.count == 0) {
+        return; /* at a later collective */
+    }
+    demo_alloc_take(&s->pages, 1, &h->page);
+    demo_alloc_lose(&s->pages, 1);
+    h->id = HELLO_ID(s->id.instance, k);
+    st = kvx_room_send_open(s->ctx, h->id, k, 1);
+    if (st == KVX_OK) {
+        s->hellos[0]++;
+        h->state = HELLO_OPEN;
+        st = kvx_room_send_chunk(s->ctx, h->id, &h->page, 1, &first, sizeof(first));
+    }
+    if (st != KVX_OK) {
+        /* It fails (or is refused) here: the instance stays shunned. */
+        fprintf(stderr, "kvx-demo: rank %d: the hello to decode[%d]: %s\n", s->id.world_rank, k,
+                kvx_status_name(st));
+        h->state = h->state == HELLO_OPEN ? HELLO_OPEN : HELLO_CLOSED;
+        return;
+    }
+    s->peer_shunned[k] = 0;
+    s->peer_seen[k] = 0;
+    s->peer_gen[k]++;
+    if (s->id.tp_rank == 0) {
+        printf("kvx-demo: prefill[%d]: decode[%d] is back (a replacement joined in its place): "
+               "its requests from request %u on go to it again\n",
+               s->id.instance, k, first);
+        fflush(stdout);
+    }
+}
+
+/* What the collective said of replacements: a prefill instance routes to
+ * one whose place every TP rank sees usable again; the replacement, once
+ * the job said it ends, waits for no hello any more (each still open is
+ * given up). */
+static void replacements(demo_serve_t *s, const int *pair_bad, int ended)
+{
+    for (int k = 0; k < s->npeer_instances; k++) {
+        demo_hello_t *h = &s->hello[k];
+
+        if (s->o->replace && !is_decode(s) && s->peer_shunned[k] && !pair_bad[k] &&
+            h->state == HELLO_NONE) {
+            cut_over(s, k);
+        }
+        if (s->replacement && ended && h->state == HELLO_OPEN) {
+            kvx_room_close(s->ctx, h->id);
+            h->state = HELLO_CLOSED;
+        }
+    }
+    s->end_seen |= s->replacement && ended;
+}
+
+/* Is a hello room not closed yet? The instance does not end before. */
+static int hello_pending(const demo_serve_t *s)
+{
+    for (int k = 0; k < s->npeer_instances; k++) {
+        if (s->hello[k].state == HELLO_OPEN || s->hello[k].state == HELLO_AGREED) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* Retires the rooms every TP rank closed. Returns 1 when this instance is
  * done (all its requests, or the time limit). */
 static int serve_sync(demo_serve_t *s, int *busy)
 {
     unsigned C = s->slots;
-    int *v = s->sync, used = 0;
+    int *v = s->sync, used = 0, np = s->npeer_instances;
+    int *seen = v + 2 * C + 2, *pair_bad = seen + np, *ended = pair_bad + np;
+    int *refused = ended + 1, *minus_status = refused + C;
 
     for (unsigned i = 0; i < C; i++) {
         const demo_flight_t *f = &s->flight[i];
 
         v[i] = f->req != NULL && f->closed == 0;
         v[C + i] = f->req != NULL && f->closed == 2;
+        refused[i] = f->req != NULL && f->refused ? s->id.world_rank + 1 : 0;
+        minus_status[i] = f->req != NULL && f->refused ? -s->out[f->mine].status : 0;
     }
     v[2 * C] = demo_now() - s->t0 > s->o->time_limit;
     v[2 * C + 1] = -(int)((demo_now() - s->t0) * 1e3); /* the max of minus: the slowest clock */
-    for (int k = 0; k < s->npeer_instances; k++) {
-        v[2 * C + 2 + k] = s->peer_seen[k];
+    for (int k = 0; k < np; k++) {
+        seen[k] = s->peer_seen[k];
+        /* Asked of every peer instance: one this very collective finds
+         * lost is not usable either. */
+        pair_bad[k] =
+            s->o->replace && !is_decode(s) && kvx_ctx_pair_status(s->ctx, k, NULL) != KVX_OK;
     }
+    *ended = demo_replace_ended(s->replacement ? s->rp : NULL);
     if (s->broken) {
         /* No collective over a broken instance: this rank alone decides. */
         s->clock = demo_now() - s->t0;
-        shun_lost(s, v + 2 * C + 2);
-    } else if (sync_needed(s)) {
-        MPI_Allreduce(MPI_IN_PLACE, v, (int)(2 * C + 2) + s->npeer_instances, MPI_INT, MPI_MAX,
-                      s->tp);
-        s->clock = -v[2 * C + 1] / 1e3;
-        shun_lost(s, v + 2 * C + 2);
+        shun_lost(s, seen);
+        replacements(s, pair_bad, *ended);
     } else {
-        v[2 * C] = 0; /* decided together, at the next collective */
+        MPI_Allreduce(MPI_IN_PLACE, v, (int)(4 * C + 3) + 2 * np, MPI_INT, MPI_MAX, s->tp);
+        s->clock = -v[2 * C + 1] / 1e3;
+        sibling_refusals(s, refused, minus_status);
+        shun_lost(s, seen);
+        replacements(s, pair_bad, *ended);
     }
     s->steps++;
     for (unsigned i = 0; i < C; i++) {
@@ -630,15 +905,45 @@ static int serve_sync(demo_serve_t *s, int *busy)
         give_up(s);
         return 1;
     }
-    return used == 0 && s->next == s->nmine;
+    return used == 0 && s->next == s->nmine && !hello_pending(s);
 }
 
 /* ---- the loop ------------------------------------------------------------------------ */
+
+/* The replacement, as it starts: a hello room with every prefill instance,
+ * for the first request it routes here. One refused here means none comes
+ * from that instance. */
+static void hello_await_all(demo_serve_t *s)
+{
+    for (int k = 0; s->replacement && k < s->npeer_instances; k++) {
+        demo_hello_t *h = &s->hello[k];
+        kvx_status_t st = KVX_ERR_NO_MEMORY;
+
+        h->id = HELLO_ID(k, s->id.instance);
+        if (s->pages.count > 0 && s->aux.count > 0) {
+            demo_alloc_take(&s->pages, 1, &h->page);
+            demo_alloc_take(&s->aux, 1, &h->aux_slot);
+            demo_alloc_lose(&s->pages, 1);
+            demo_alloc_lose(&s->aux, 1);
+            st = kvx_room_recv_open(s->ctx, h->id, k, &h->page, 1, h->aux_slot);
+        }
+        if (st == KVX_OK) {
+            s->hellos[0]++;
+            h->state = HELLO_OPEN;
+        } else {
+            fprintf(stderr, "kvx-demo: rank %d: the hello from prefill[%d]: %s\n", s->id.world_rank,
+                    k, kvx_status_name(st));
+            h->state = HELLO_CLOSED;
+            s->first_req[k] = s->o->requests;
+        }
+    }
+}
 
 int demo_serve_run(demo_serve_t *s)
 {
     unsigned idle = 0;
 
+    hello_await_all(s);
     for (;;) {
         int busy = serve_admit(s), concluded, stop;
         size_t n = round_ids(s);
@@ -676,6 +981,9 @@ int demo_serve_run(demo_serve_t *s)
         busy |= concluded;
         serve_close(s);
         stop = serve_sync(s, &busy);
+        if (!s->replacement) {
+            demo_replace_step(s->rp, s); /* world rank 0: the kill's time, the spawn */
+        }
         demo_progress_step(s->progress, s);
         if (stop) {
             break;

@@ -17,7 +17,7 @@ uint64_t demo_mix(uint64_t x)
 }
 
 /* Request i: a prompt length uniform in [min, max] tokens (or row i of the
- * --trace, arriving when the trace says), the prefill
+ * --trace, arriving when the trace says; with --rate, evenly spaced), the prefill
  * instance i mod A and the decode instance (i / A) mod C, so that every
  * prefill/decode pair serves requests. Room ids read as seed * 10^6 + i. */
 demo_req_t *demo_requests(const demo_opts_t *o, const kvx_identity_t *id)
@@ -38,6 +38,7 @@ demo_req_t *demo_requests(const demo_opts_t *o, const kvx_identity_t *id)
             r->arrival = demo_trace_arrival(o, i);
         } else {
             r->tokens = o->min_tokens + (uint32_t)(demo_mix(o->seed ^ demo_mix(i + 1)) % span);
+            r->arrival = o->rate > 0 ? i / o->rate : 0;
         }
         r->npages = (r->tokens + o->kv.page_size - 1) / o->kv.page_size;
         r->prefill = (int)(i % (uint32_t)id->prefill_instances);
