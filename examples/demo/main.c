@@ -186,6 +186,8 @@ static int run_replacement(demo_opts_t *o, int rank, int size)
      * are done. */
     if (blob == NULL || demo_replace_send(rp, blob, len, o->time_limit + 2 * o->end_timeout) != 0) {
         fprintf(stderr, "kvx-demo: replacement rank %d: its report was not taken\n", rank);
+    } else {
+        free(blob); /* else MPI may still read it */
     }
     kvx_ctx_destroy(ctx);
     demo_progress_destroy(s.progress);
