@@ -100,7 +100,7 @@ static void start(void)
  * 0's is what it wrote to KVX_JOIN_ADDRESS_FILE), none on a decode rank. */
 static void check_join_address(void)
 {
-    const char *path = getenv("KVX_JOIN_ADDRESS_FILE");
+    const char *path = tl_config_value("KVX_JOIN_ADDRESS_FILE");
     char addr[128], line[128] = "";
     kvx_status_t st = kvx_ctx_join_address(J.ctx, addr, sizeof(addr));
     FILE *f;
@@ -112,7 +112,7 @@ static void check_join_address(void)
     TL_CHECK(st == KVX_OK, "a prefill rank's join address: %s", kvx_status_name(st));
     TL_CHECK(kvx_ctx_join_address(J.ctx, line, 4) == KVX_ERR_INVALID_PARAM && line[0] == '\0',
              "a join address into 4 bytes is not refused, or wrote");
-    if (J.id.world_rank == 0 && path != NULL && (f = fopen(path, "r")) != NULL) {
+    if (J.id.world_rank == 0 && path[0] != '\0' && (f = fopen(path, "r")) != NULL) {
         if (fgets(line, sizeof(line), f) != NULL) {
             line[strcspn(line, "\n")] = '\0';
         }

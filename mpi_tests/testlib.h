@@ -40,6 +40,20 @@ static inline double tl_now(void)
 
 /* KVXT_TIMEOUT_SCALE, the harness's multiplier of time bounds for slower
  * builds (tests/sanitize.sh sets 3), at least 1. */
+/* A KVX_* variable as kvx reads it (only kvx reads them: check-getenv.sh):
+ * its value here, else its default. */
+static inline const char *tl_config_value(const char *name)
+{
+    kvx_config_var_t v;
+
+    for (size_t i = 0; kvx_config_var(i, &v) == KVX_OK; i++) {
+        if (!strcmp(v.name, name)) {
+            return v.value != NULL ? v.value : v.default_value != NULL ? v.default_value : "";
+        }
+    }
+    return "";
+}
+
 static inline double tl_timeout_scale(void)
 {
     const char *s = getenv("KVXT_TIMEOUT_SCALE");
