@@ -67,6 +67,8 @@ int bench_pair_world(const char *what, char *world, size_t len);
 /* Their KV layout: 32 KiB pages (HND, 16 tokens x 8 heads x 128 bf16, MHA)
  * of layers layers; returns the bytes of one page of one buffer. */
 size_t bench_kv_32k(kvx_kv_layout_t *kv, unsigned layers);
+/* The same with pages of tokens tokens (2 KiB each). */
+size_t bench_kv_tokens(kvx_kv_layout_t *kv, unsigned layers, unsigned tokens);
 /* A kvx context over comm for layout; NULL (after printing why) on error. */
 kvx_ctx_t *bench_ctx_create(MPI_Comm comm, const char *layout, const kvx_kv_layout_t *kv,
                             size_t num_pages, size_t aux_slots, const char *fault);

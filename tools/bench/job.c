@@ -75,9 +75,14 @@ int bench_pair_world(const char *what, char *world, size_t len)
 
 size_t bench_kv_32k(kvx_kv_layout_t *kv, unsigned layers)
 {
+    return bench_kv_tokens(kv, layers, 16);
+}
+
+size_t bench_kv_tokens(kvx_kv_layout_t *kv, unsigned layers, unsigned tokens)
+{
     memset(kv, 0, sizeof(*kv));
     kv->layers = layers;
-    kv->page_size = 16;
+    kv->page_size = tokens;
     kv->kv_heads = 8;
     kv->head_dim = 128;
     kv->dtype = KVX_DTYPE_BF16;

@@ -8,7 +8,9 @@
  * puts per room between the same ranks on a UCP context of its own set up
  * as kvx's is, flushing each room (raw.c). Both keep --window rooms in
  * flight; their repetitions alternate; each figure is the median, the ratio
- * the median of the paired ratios.
+ * the median of the paired ratios. Pages are 32 KiB, or half of --min where
+ * that is smaller, so that --min 16k makes rooms of one 8 KiB page of K and
+ * one of V.
  */
 #include "bench.h"
 
@@ -128,6 +130,18 @@ static double put_raw(put_job_t *j, size_t np, int nrooms)
     return sec;
 }
 
+/* Tokens of 2 KiB per page: 16 (32 KiB pages), fewer for rooms under
+ * 64 KiB, down to 1. */
+static unsigned put_tokens(size_t min_size)
+{
+    unsigned tokens = 16;
+
+    while (tokens > 1 && (size_t)tokens * 2048 * 2 > min_size) {
+        tokens /= 2;
+    }
+    return tokens;
+}
+
 static void put_row(put_job_t *j, bench_out_t *out, size_t bytes, int nrooms, double puts,
                     const double *kvx, const double *raw, int ok)
 {
@@ -244,8 +258,10 @@ int bench_put(const bench_opts_t *o)
     }
     if (j.comm != MPI_COMM_NULL) {
         MPI_Comm_rank(j.comm, &j.rank);
-        /* The page size of one buffer is known once a context says so. */
-        j.pb = bench_kv_32k(&kv, 1);
+        /* The page size of one buffer is known once a context says so:
+         * 32 KiB, or half of --min when that is smaller (a room is at
+         * least a page of K and one of V). */
+        j.pb = bench_kv_tokens(&kv, 1, put_tokens(o->min_size));
         j.max_np = (o->max_size + 2 * j.pb - 1) / (2 * j.pb);
         j.ctx = bench_ctx_create(j.comm, "prefill:1x1,decode:1x1", &kv,
                                  (size_t)o->window * j.max_np, (size_t)o->window, NULL);
