@@ -100,8 +100,9 @@ struct kvx_ctx {
     /* The ring's nonces again, for the lookup of every message's nonce:
      * open addressing, 0 an empty slot (sender_dead_has()). */
     uint64_t dead_set[2 * KVX_DEAD_NONCES];
-    int api_waiting; /* API threads waiting for the lock (atomic) */
-    int tp_broken;   /* a TP sibling is lost: no collective on tp_comm any more */
+    int api_waiting;     /* API threads waiting for the lock (atomic) */
+    int progress_asleep; /* the progress thread waits on the event fds (atomic; progress.c) */
+    int tp_broken;       /* a TP sibling is lost: no collective on tp_comm any more */
     /* Why, when not by a loss: the TP ranks went out of step (status is
      * KVX_OK otherwise). */
     kvx_failure_t tp_break;

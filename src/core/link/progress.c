@@ -77,9 +77,13 @@ static int progress_sleep(kvx_ctx_t *ctx, uint64_t next_tick)
     if (kucx_arm(&ctx->ucx) != KVX_OK) {
         return 1; /* events are pending: progress again */
     }
+    /* Set under the lock: an API thread that queued work after this pass
+     * reads it once it left the lock, and wakes this thread. */
+    __atomic_store_n(&ctx->progress_asleep, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&ctx->lock);
     events = kucx_wait(&ctx->ucx, timeout_ms);
     pthread_mutex_lock(&ctx->lock);
+    __atomic_store_n(&ctx->progress_asleep, 0, __ATOMIC_RELAXED);
     return events != 0;
 }
 
@@ -161,5 +165,11 @@ void progress_stop(kvx_ctx_t *ctx)
 
 void progress_wake(kvx_ctx_t *ctx)
 {
-    kucx_signal(&ctx->ucx);
+    /* A thread that is awake runs another pass before it sleeps, and sees
+     * the work: a signal would cost a system call here and, there, a worker
+     * that refuses to arm (UCX reads the signal as an event) and another
+     * PROGRESS_SPINS empty passes. */
+    if (__atomic_load_n(&ctx->progress_asleep, __ATOMIC_RELAXED)) {
+        kucx_signal(&ctx->ucx);
+    }
 }

@@ -20,7 +20,8 @@ void progress_add_ticker(kvx_ctx_t *ctx, progress_ticker_t ticker);
  * set before (setup/steps.c). */
 kvx_status_t progress_start(kvx_ctx_t *ctx);
 void progress_stop(kvx_ctx_t *ctx);
-/* Wakes the progress thread (new work was posted). */
+/* Wakes the progress thread if it sleeps (new work was posted); called
+ * after the caller left the lock. */
 void progress_wake(kvx_ctx_t *ctx);
 
 #endif
