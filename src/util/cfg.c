@@ -32,6 +32,7 @@ typedef struct cfg_row {
 } cfg_row_t;
 
 static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
+/* In cfg_progress_t order. */
 static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
 static const char *const cfg_ep_err_modes[] = { "auto", "peer", "none", NULL };
 /* In cfg_mem_path_t order. */

@@ -18,6 +18,9 @@ typedef struct cfg_list {
 /* KVX_BIND: how a rank is bound near its GPU. */
 typedef enum cfg_bind { CFG_BIND_NONE = 0, CFG_BIND_CPU, CFG_BIND_CPU_MEM } cfg_bind_t;
 
+/* KVX_PROGRESS, in cfg.c's order. */
+typedef enum cfg_progress { CFG_PROGRESS_ADAPTIVE = 0, CFG_PROGRESS_BUSY } cfg_progress_t;
+
 /* KVX_MEM_PATH: how KV pages move between pools. */
 typedef enum cfg_mem_path {
     CFG_MEM_PATH_AUTO = 0,
@@ -41,7 +44,7 @@ typedef struct kvx_cfg {
     uint64_t max_inflight_bytes; /* KVX_MAX_INFLIGHT_BYTES */
     long long max_inflight_ops;  /* KVX_MAX_INFLIGHT_OPS */
     long long worker_groups;     /* KVX_WORKER_GROUPS */
-    int progress;                /* KVX_PROGRESS: 0 adaptive, 1 busy */
+    int progress;                /* KVX_PROGRESS: cfg_progress_t */
     int ep_err_mode;             /* KVX_EP_ERR_MODE: 0 auto, 1 peer, 2 none */
     int writes;                  /* KVX_WRITES: 0 auto, 1 put, 2 message */
     int pool_alloc;              /* KVX_POOL_ALLOC: 0 host, 1 ucx */

@@ -353,13 +353,18 @@ kvx_status_t kvx_room_send_layers(kvx_ctx_t *ctx, uint64_t id, const uint32_t *p
                          "kvx_room_send_layers");
 }
 
-/* Finds an open room for a query; KVX_ERR_NO_ROOM when there is none. */
-static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, const char *what)
+/* Finds an open room for a query; KVX_ERR_NO_ROOM when there is none. With
+ * drive, the caller first progresses the workers (progress_drive()). */
+static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, const char *what,
+                                 int drive)
 {
     kvx_status_t status = ctx_enter(ctx);
 
     if (status != KVX_OK) {
         return room_api_no(id, status, what);
+    }
+    if (drive) {
+        progress_drive(ctx);
     }
     *room_p = room_find(ctx, id);
     if (*room_p == NULL || !(*room_p)->user_open) {
@@ -372,7 +377,7 @@ static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, c
 kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t id, kvx_room_state_t *state_p)
 {
     room_t *room;
-    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_poll");
+    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_poll", 1);
 
     if (status != KVX_OK) {
         return status;
@@ -387,7 +392,7 @@ kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t id, kvx_room_state_t *state_
 kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t id, kvx_failure_t *failure_p)
 {
     room_t *room;
-    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_failure");
+    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_failure", 0);
 
     if (status != KVX_OK) {
         return status;
@@ -414,7 +419,7 @@ kvx_status_t kvx_room_failure(kvx_ctx_t *ctx, uint64_t id, kvx_failure_t *failur
 kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t id, const char *reason)
 {
     room_t *room;
-    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_abort");
+    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_abort", 0);
     kvx_failure_t f;
 
     if (status != KVX_OK) {
@@ -443,7 +448,7 @@ kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t id, const char *reason)
 kvx_status_t kvx_room_aux(kvx_ctx_t *ctx, uint64_t id, void *buf, size_t len, size_t *len_p)
 {
     room_t *room;
-    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_aux");
+    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_aux", 0);
     msg_aux_header_t h;
     const char *row;
 
@@ -485,7 +490,7 @@ kvx_status_t kvx_room_aux(kvx_ctx_t *ctx, uint64_t id, void *buf, size_t len, si
 kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t id, kvx_room_info_t *info)
 {
     room_t *room;
-    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_info");
+    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_info", 0);
 
     if (status != KVX_OK) {
         return status;
@@ -515,7 +520,7 @@ kvx_status_t kvx_room_info(kvx_ctx_t *ctx, uint64_t id, kvx_room_info_t *info)
 kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
 {
     room_t *room;
-    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_close");
+    kvx_status_t status = room_api_get(ctx, id, &room, "kvx_room_close", 0);
     kvx_failure_t f;
 
     if (status != KVX_OK) {

@@ -33,11 +33,11 @@ static uint64_t progress_tick_ns(const kvx_ctx_t *ctx)
                                        : tick;
 }
 
-/* One round of work with the lock held; returns how much happened. */
-static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
+/* The workers, the pollers and the outbox, with the lock held; returns how
+ * much happened. */
+static unsigned progress_pass(kvx_ctx_t *ctx)
 {
     unsigned n = kucx_progress(&ctx->ucx);
-    uint64_t now;
 
     if (ctx->cancel_eps) {
         peer_cancel_failed(ctx);
@@ -49,7 +49,16 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
         peer_flush_outbox(ctx);
         n++;
     }
-    now = kvx_now_ns();
+    return n;
+}
+
+/* One round of work with the lock held; returns how much happened, and
+ * when (*now_p). The tickers run on this thread only. */
+static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick, uint64_t *now_p)
+{
+    unsigned n = progress_pass(ctx);
+    uint64_t now = kvx_now_ns();
+
     if (now >= *next_tick) {
         for (unsigned i = 0; i < ctx->ntickers; i++) {
             ctx->tickers[i](ctx, now);
@@ -57,7 +66,20 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick)
         *next_tick = now + progress_tick_ns(ctx);
         stats_tick(ctx, now); /* may drop the lock while it writes the metrics file */
     }
+    *now_p = now;
     return n;
+}
+
+int progress_drive(kvx_ctx_t *ctx)
+{
+    /* Not beside a busy thread (it has its core), not before the thread
+     * started or once destroy stopped it (destroy progresses itself), and
+     * not in a job with CUDA pools: every CUDA call stays on the thread. */
+    if (ctx->cfg.progress == CFG_PROGRESS_BUSY || !ctx->progress_running || ctx->cstage.any_cuda) {
+        return 0;
+    }
+    progress_pass(ctx);
+    return 1;
 }
 
 /* Sleeps until a worker has events or the next tick is due; returns 0 when
@@ -95,7 +117,9 @@ static void *progress_main(void *arg)
 
     pthread_mutex_lock(&ctx->lock);
     while (ctx->progress_running) {
-        if (progress_once(ctx, &next_tick) > 0 || ctx->cfg.progress == 1) {
+        uint64_t now;
+
+        if (progress_once(ctx, &next_tick, &now) > 0 || ctx->cfg.progress == CFG_PROGRESS_BUSY) {
             idle = 0;
         } else if (++idle >= PROGRESS_SPINS) {
             /* Spin again only after an event: a wake for the tick alone

@@ -20,6 +20,12 @@ void progress_add_ticker(kvx_ctx_t *ctx, progress_ticker_t ticker);
  * set before (setup/steps.c). */
 kvx_status_t progress_start(kvx_ctx_t *ctx);
 void progress_stop(kvx_ctx_t *ctx);
+/* An API thread's pass over the workers, the pollers and the outbox, in the
+ * thread's place, with the lock held (kvx_room_poll(): what arrived since the
+ * caller's last call is handled before it reads a state, on its own thread,
+ * as a raw UCP or NIXL caller progresses its worker); 0 where it may not
+ * (KVX_PROGRESS=busy, a job with CUDA pools, no thread running). */
+int progress_drive(kvx_ctx_t *ctx);
 /* Wakes the progress thread if it sleeps (new work was posted); called
  * after the caller left the lock. */
 void progress_wake(kvx_ctx_t *ctx);
