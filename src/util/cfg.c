@@ -33,7 +33,7 @@ typedef struct cfg_row {
 
 static const char *const cfg_log_levels[] = { "error", "warn", "info", "debug", "trace", NULL };
 /* In cfg_progress_t order. */
-static const char *const cfg_progress_modes[] = { "adaptive", "busy", NULL };
+static const char *const cfg_progress_modes[] = { "adaptive", "busy", "caller", NULL };
 static const char *const cfg_ep_err_modes[] = { "auto", "peer", "none", NULL };
 /* In cfg_mem_path_t order. */
 static const char *const cfg_mem_paths[] = { "auto", "direct", "staged", NULL };
@@ -129,8 +129,11 @@ static const cfg_row_t cfg_table[] = {
       "off where full halves the throughput (docs/perf/notes/2026-12-02-verify.md).",
       CFG_FIELD(verify_sample), NULL, 1, 1 << 20 },
     { "KVX_PROGRESS", CFG_ENUM, "adaptive",
-      "How the progress thread waits: adaptive (spin briefly, then sleep on the UCX event fd) or "
-      "busy (never sleep; lowest latency, one core per rank).",
+      "Who progresses UCX and how the progress thread waits: adaptive (the thread spins briefly, "
+      "then sleeps on the UCX event fd; kvx_room_poll progresses too), busy (the thread never "
+      "sleeps; one core per rank) or caller (for an application that polls its rooms in a loop: "
+      "every room call progresses, and the thread sleeps while calls came in the last "
+      "millisecond, taking over when they stop).",
       CFG_FIELD(progress), cfg_progress_modes, 0, 0 },
     { "KVX_STAGING_BYTES", CFG_SIZE, "32M",
       "Registered host memory a rank sets aside, when its TP ratio or the staged path needs it, "

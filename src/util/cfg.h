@@ -19,7 +19,11 @@ typedef struct cfg_list {
 typedef enum cfg_bind { CFG_BIND_NONE = 0, CFG_BIND_CPU, CFG_BIND_CPU_MEM } cfg_bind_t;
 
 /* KVX_PROGRESS, in cfg.c's order. */
-typedef enum cfg_progress { CFG_PROGRESS_ADAPTIVE = 0, CFG_PROGRESS_BUSY } cfg_progress_t;
+typedef enum cfg_progress {
+    CFG_PROGRESS_ADAPTIVE = 0, /* the thread spins briefly, then sleeps; polls progress too */
+    CFG_PROGRESS_BUSY,         /* the thread alone, never sleeping */
+    CFG_PROGRESS_CALLER        /* every room call progresses; the thread dozes meanwhile */
+} cfg_progress_t;
 
 /* KVX_MEM_PATH: how KV pages move between pools. */
 typedef enum cfg_mem_path {

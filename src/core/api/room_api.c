@@ -49,6 +49,19 @@ static kvx_status_t room_api_no(uint64_t id, kvx_status_t status, const char *wh
     return status;
 }
 
+/* Leaves the context; with kick, after a call that queued work for the
+ * progress thread: under KVX_PROGRESS=caller the call makes the thread's
+ * pass itself (messages leave and puts start now), else it wakes the thread. */
+static void room_api_leave(kvx_ctx_t *ctx, int kick)
+{
+    int driven = kick && progress_drive(ctx, 1);
+
+    ctx_leave(ctx);
+    if (kick && !driven) {
+        progress_wake(ctx);
+    }
+}
+
 static kvx_status_t room_api_check_open(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int other,
                                         kvx_failure_t *why)
 {
@@ -253,11 +266,10 @@ kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instanc
             failure_set_room(&why, id, status, KVX_STAGE_PREALLOC, NULL, "cannot open the room");
         }
     }
-    ctx_leave(ctx);
+    room_api_leave(ctx, status == KVX_OK);
     if (status != KVX_OK) {
         return room_api_refuse(id, &why);
     }
-    progress_wake(ctx);
     return KVX_OK;
 }
 
@@ -287,11 +299,10 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
             room_api_opened(ctx, room);
         }
     }
-    ctx_leave(ctx);
+    room_api_leave(ctx, status == KVX_OK);
     if (status != KVX_OK) {
         return room_api_refuse(id, &why);
     }
-    progress_wake(ctx);
     return KVX_OK;
 }
 
@@ -327,14 +338,13 @@ static kvx_status_t room_api_send(kvx_ctx_t *ctx, uint64_t id, const uint32_t *p
         status = sender_layers(ctx, room, pages, npages, first_layer, nlayers, ready, aux, aux_len,
                                &why);
     }
-    ctx_leave(ctx);
+    room_api_leave(ctx, status == KVX_OK);
     if (status == KVX_ERR_NO_ROOM) {
         return room_api_no(id, status, what);
     }
     if (status != KVX_OK) {
         return room_api_refuse(id, &why);
     }
-    progress_wake(ctx);
     return KVX_OK;
 }
 
@@ -364,7 +374,7 @@ static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, c
         return room_api_no(id, status, what);
     }
     if (drive) {
-        progress_drive(ctx);
+        progress_drive(ctx, 0);
     }
     *room_p = room_find(ctx, id);
     if (*room_p == NULL || !(*room_p)->user_open) {
@@ -440,8 +450,7 @@ kvx_status_t kvx_room_abort(kvx_ctx_t *ctx, uint64_t id, const char *reason)
                          reason != NULL ? reason : "no reason given");
         room_fail(ctx, room, &f, 1);
     }
-    ctx_leave(ctx);
-    progress_wake(ctx);
+    room_api_leave(ctx, 1);
     return status;
 }
 
@@ -533,8 +542,7 @@ kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
     }
     if (room->side == KVX_ROLE_DECODE && room->pages_state == KVX_PAGES_DRAINING) {
         /* A writer may still put into the pages: the caller keeps them. */
-        ctx_leave(ctx);
-        progress_wake(ctx);
+        room_api_leave(ctx, 1);
         failure_set_last_text(KVX_ERR_BUSY, id, 1,
                               "kvx_room_close: room %llu failed and a writer has not yet "
                               "confirmed it stopped writing into its pages: call again",
@@ -554,8 +562,7 @@ kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
          * at most KVX_DRAIN_TIMEOUT after the failure (then they are
          * quarantined: never reuse them). */
         if (room_age(room, kvx_now_ns()) <= ctx->cfg.drain_timeout) {
-            ctx_leave(ctx);
-            progress_wake(ctx);
+            room_api_leave(ctx, 1);
             failure_set_last_text(KVX_ERR_BUSY, id, 1,
                                   "kvx_room_close: UCX may still read the source pages of room "
                                   "%llu: call again",
@@ -580,7 +587,6 @@ kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
     stats_room_closed(ctx, room, status);
     room->closed = 1;
     room_release(ctx, room);
-    ctx_leave(ctx);
-    progress_wake(ctx);
+    room_api_leave(ctx, 1);
     return status;
 }

@@ -77,6 +77,7 @@ struct kvx_ctx {
     unsigned ngated; /* prefill rooms with hand-overs waiting for a CUDA event */
     pthread_t progress;
     int progress_running, stopping;
+    uint64_t driven_at; /* the last pass an API thread made (progress_drive()) */
     /* The work of higher floors the progress thread runs, in the order
      * registered (link/progress.h: progress_add_poller/ticker). */
     unsigned (*pollers[KVX_PROGRESS_HOOKS])(struct kvx_ctx *ctx);

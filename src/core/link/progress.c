@@ -18,11 +18,16 @@
 
 #include <poll.h>
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define PROGRESS_SPINS 256 /* empty progress calls before sleeping */
+/* KVX_PROGRESS=caller: while an API thread made a pass this recently, the
+ * thread dozes; once the calls stop, it takes over at most this late. 1 ms
+ * measured ahead of 200 us (docs/perf/notes/2026-12-07-overhead.md). */
+#define PROGRESS_CALLER_NS (1000 * KVX_NS_PER_US)
 
 static uint64_t progress_tick_ns(const kvx_ctx_t *ctx)
 {
@@ -70,16 +75,41 @@ static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick, uint64_t *now
     return n;
 }
 
-int progress_drive(kvx_ctx_t *ctx)
+int progress_drive(kvx_ctx_t *ctx, int kick)
 {
     /* Not beside a busy thread (it has its core), not before the thread
      * started or once destroy stopped it (destroy progresses itself), and
-     * not in a job with CUDA pools: every CUDA call stays on the thread. */
-    if (ctx->cfg.progress == CFG_PROGRESS_BUSY || !ctx->progress_running || ctx->cstage.any_cuda) {
+     * not in a job with CUDA pools: every CUDA call stays on the thread.
+     * Work a call queued is the thread's to start unless the caller drives. */
+    if (ctx->cfg.progress == CFG_PROGRESS_BUSY || !ctx->progress_running || ctx->cstage.any_cuda ||
+        (kick && ctx->cfg.progress != CFG_PROGRESS_CALLER)) {
         return 0;
     }
     progress_pass(ctx);
+    ctx->driven_at = kvx_now_ns();
     return 1;
+}
+
+/* Whether the application drives (KVX_PROGRESS=caller): a room call made a
+ * pass within PROGRESS_CALLER_NS. */
+static int progress_driven(const kvx_ctx_t *ctx, uint64_t now)
+{
+    return ctx->cfg.progress == CFG_PROGRESS_CALLER && now - ctx->driven_at < PROGRESS_CALLER_NS;
+}
+
+/* Sleeps without the lock until the caller's window ends or the next tick
+ * is due, whichever is first: not on the event fds, whose events the
+ * caller's passes handle. */
+static void progress_doze(kvx_ctx_t *ctx, uint64_t now, uint64_t next_tick)
+{
+    uint64_t until = ctx->driven_at + PROGRESS_CALLER_NS;
+    struct timespec ts = { 0, 0 };
+
+    until = until < next_tick ? until : next_tick;
+    ts.tv_nsec = until > now ? (long)(until - now) : 0;
+    pthread_mutex_unlock(&ctx->lock);
+    nanosleep(&ts, NULL);
+    pthread_mutex_lock(&ctx->lock);
 }
 
 /* Sleeps until a worker has events or the next tick is due; returns 0 when
@@ -121,6 +151,10 @@ static void *progress_main(void *arg)
 
         if (progress_once(ctx, &next_tick, &now) > 0 || ctx->cfg.progress == CFG_PROGRESS_BUSY) {
             idle = 0;
+        } else if (progress_driven(ctx, now)) {
+            progress_doze(ctx, now, next_tick);
+            idle = 0; /* when the calls stop, spin and sleep as adaptive */
+            continue;
         } else if (++idle >= PROGRESS_SPINS) {
             /* Spin again only after an event: a wake for the tick alone
              * progresses once (the tick) and sleeps again, rather than

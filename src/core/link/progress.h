@@ -24,8 +24,10 @@ void progress_stop(kvx_ctx_t *ctx);
  * thread's place, with the lock held (kvx_room_poll(): what arrived since the
  * caller's last call is handled before it reads a state, on its own thread,
  * as a raw UCP or NIXL caller progresses its worker); 0 where it may not
- * (KVX_PROGRESS=busy, a job with CUDA pools, no thread running). */
-int progress_drive(kvx_ctx_t *ctx);
+ * (KVX_PROGRESS=busy, a job with CUDA pools, no thread running). With kick,
+ * after a call that queued work (open, send, close, abort): only under
+ * KVX_PROGRESS=caller, where it replaces waking the thread. */
+int progress_drive(kvx_ctx_t *ctx, int kick);
 /* Wakes the progress thread if it sleeps (new work was posted); called
  * after the caller left the lock. */
 void progress_wake(kvx_ctx_t *ctx);
