@@ -863,7 +863,12 @@ KVX_API kvx_status_t kvx_room_send_layers(kvx_ctx_t *ctx, uint64_t room_id, cons
                                           void *ready_event, const void *aux, size_t aux_len);
 
 /**
- * The room's local state. Never blocks.
+ * The room's local state. Never blocks. Unless KVX_PROGRESS is busy (or the
+ * job has CUDA pools), the call first progresses the transfers itself, as
+ * the progress thread would (UCX callbacks then run on the calling thread,
+ * with the context's lock held): an application that polls in a loop drives
+ * its rooms instead of starving the thread (KVX_PROGRESS=caller goes further:
+ * docs/perf/notes/2026-12-07-overhead.md).
  * @return KVX_OK, KVX_ERR_NO_ROOM or KVX_ERR_INVALID_HANDLE.
  */
 KVX_API kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_state_t *state_p);
