@@ -65,7 +65,8 @@ typedef ucs_status_t (*kucx_am_cb_t)(void *arg, const void *header, size_t heade
 typedef struct kucx_worker {
     kucx_ctx_t *u;
     ucp_worker_h worker;
-    int efd; /* event fd, -1 when wakeup is unavailable */
+    int efd;  /* event fd, -1 when wakeup is unavailable */
+    int used; /* an endpoint was created on it (kucx_progress()) */
 } kucx_worker_t;
 
 struct kucx_ctx {
@@ -77,6 +78,7 @@ struct kucx_ctx {
     void *data_arg;
     uint64_t memory_types; /* UCS_BIT(ucs_memory_type_t) the context can access */
     int abandoned;         /* kucx_workers_abandon(): the context is never cleaned up */
+    unsigned passes;       /* kucx_progress() calls, for the unused workers' turn */
 };
 
 static inline kucx_worker_t *kucx_worker(kucx_ctx_t *u, int group, kucx_plane_t plane)

@@ -199,16 +199,28 @@ void kucx_ctx_cleanup(kucx_ctx_t *u)
     memset(u, 0, sizeof(*u));
 }
 
+/* A worker this rank created no endpoint on serves no peer of kvx's (kvx
+ * connects every pair both ways, at bootstrap or at a join), yet an empty
+ * ucp_worker_progress() costs about 200 instructions: at TP 1, where group 0
+ * (TP siblings) has nobody, two of a pass's four calls. Such a worker is
+ * progressed every KUCX_IDLE_EVERY-th pass only, for a peer's wire-up that
+ * reaches it before this rank's own endpoint exists. The callers hold
+ * ctx->lock (or the progress thread is stopped). */
+#define KUCX_IDLE_EVERY 32
+
 unsigned kucx_progress(kucx_ctx_t *u)
 {
+    int all = u->passes++ % KUCX_IDLE_EVERY == 0;
     unsigned n = 0;
 
     for (int plane = KUCX_CTRL; plane >= KUCX_DATA; plane--) {
         for (int g = 0; g < u->ngroups; g++) {
-            ucp_worker_h w = kucx_worker(u, g, (kucx_plane_t)plane)->worker;
+            kucx_worker_t *kw = kucx_worker(u, g, (kucx_plane_t)plane);
 
             /* NULL once destroyed or abandoned (kvx_ctx_destroy()). */
-            n += w != NULL ? ucp_worker_progress(w) : 0;
+            if (kw->worker != NULL && (kw->used || all)) {
+                n += ucp_worker_progress(kw->worker);
+            }
         }
     }
     return n;

@@ -42,6 +42,7 @@ kvx_status_t kucx_ep_create(kucx_ctx_t *u, int group, kucx_plane_t plane, const 
                     "cannot create a UCX endpoint");
         return kucx_status(rc);
     }
+    kucx_worker(u, group, plane)->used = 1;
     *ep_p = ep;
     return KVX_OK;
 }
