@@ -536,9 +536,12 @@ static void scenario_sibling(void)
 }
 
 /* messages: the decode asked the killed prefill for data messages (over
- * TCP, KVX_WRITES=auto), which it drops once a room failed: its pages are
- * safe at once and no room is quarantined. Otherwise (puts) no writer can
- * say its pages are safe, and they end quarantined. */
+ * TCP, KVX_WRITES=auto; or KVX_WRITES=message on shared memory, where UCX
+ * reads them straight into the pages and the reads in flight at the kill
+ * never complete), which it drops once a room failed, and nothing of a
+ * process gone from this machine can write the pages: they are safe at once
+ * and no room is quarantined. Otherwise (puts) no writer can say its pages
+ * are safe, and they end quarantined. */
 static void scenario_prefill(int messages)
 {
     room_slot_t rooms[ROOMS];

@@ -45,8 +45,12 @@
  *                [--dtype bf16|fp16|fp8|fp32] [--mla] [--page-layout hnd|nhd|head[,...]]
  *                [--contiguous] [--no-verify] [--seed S]
  *                [--mem host|cuda] [--cuda-ranks LO:HI] [--cuda-pool kvx|buffers|slab]
- *                [--expect-path direct|staged] [--corrupt] [--layerwise]
+ *                [--expect-path direct|staged] [--expect-landing direct|staged]
+ *                [--corrupt] [--layerwise]
  * (the job layout comes from KVX_LAYOUT)
+ * --expect-landing direct: every byte a decode rank received in data messages
+ * was received by UCX straight into its pages (stats kind msg_direct), and
+ * some were; staged: none was.
  */
 #include <kvx.h>
 
@@ -71,6 +75,7 @@ typedef struct opts {
     int cuda_lo, cuda_hi; /* world ranks whose pools are CUDA memory (lo > hi: none) */
     int cuda_pool;        /* 0: kvx allocates; 1: caller's buffers; 2: caller's slab */
     const char *expect_path;
+    const char *expect_landing;
 } opts_t;
 
 /* This rank's CUDA pool: kvx's device buffers and the host mirrors the
@@ -154,15 +159,28 @@ static void parse_layouts(const char *arg, opts_t *o)
 
 static void parse(int argc, char **argv, opts_t *o)
 {
-    static const struct option longs[] = {
-        { "rooms", 1, 0, 'r' },       { "pages", 1, 0, 'p' },       { "chunks", 1, 0, 'c' },
-        { "concurrency", 1, 0, 'C' }, { "layers", 1, 0, 'l' },      { "page-size", 1, 0, 'P' },
-        { "kv-heads", 1, 0, 'H' },    { "head-dim", 1, 0, 'D' },    { "dtype", 1, 0, 't' },
-        { "mla", 0, 0, 'm' },         { "page-layout", 1, 0, 'L' }, { "seed", 1, 0, 's' },
-        { "contiguous", 0, 0, 'g' },  { "no-verify", 0, 0, 'n' },   { "mem", 1, 0, 'M' },
-        { "cuda-ranks", 1, 0, 'R' },  { "cuda-pool", 1, 0, 'A' },   { "expect-path", 1, 0, 'E' },
-        { "corrupt", 0, 0, 'X' },     { "layerwise", 0, 0, 'W' },   { 0, 0, 0, 0 }
-    };
+    static const struct option longs[] = { { "rooms", 1, 0, 'r' },
+                                           { "pages", 1, 0, 'p' },
+                                           { "chunks", 1, 0, 'c' },
+                                           { "concurrency", 1, 0, 'C' },
+                                           { "layers", 1, 0, 'l' },
+                                           { "page-size", 1, 0, 'P' },
+                                           { "kv-heads", 1, 0, 'H' },
+                                           { "head-dim", 1, 0, 'D' },
+                                           { "dtype", 1, 0, 't' },
+                                           { "mla", 0, 0, 'm' },
+                                           { "page-layout", 1, 0, 'L' },
+                                           { "seed", 1, 0, 's' },
+                                           { "contiguous", 0, 0, 'g' },
+                                           { "no-verify", 0, 0, 'n' },
+                                           { "mem", 1, 0, 'M' },
+                                           { "cuda-ranks", 1, 0, 'R' },
+                                           { "cuda-pool", 1, 0, 'A' },
+                                           { "expect-path", 1, 0, 'E' },
+                                           { "corrupt", 0, 0, 'X' },
+                                           { "layerwise", 0, 0, 'W' },
+                                           { "expect-landing", 1, 0, 'J' },
+                                           { 0, 0, 0, 0 } };
     const char *cap;
     int c, max;
 
@@ -246,6 +264,9 @@ static void parse(int argc, char **argv, opts_t *o)
             break;
         case 'E':
             o->expect_path = optarg;
+            break;
+        case 'J':
+            o->expect_landing = optarg;
             break;
         case 'X':
             o->corrupt = 1;
@@ -461,6 +482,31 @@ static double corrupt_chance(void)
 
 /* --corrupt: the room's agreed outcome must be FAILED at verify with the
  * decode's record, or (sample) SUCCESS with the flipped bytes in it. */
+/* --expect-landing: where the data messages a decode rank received landed
+ * (KVX_XFER_MSG_DIRECT is the share UCX received straight into the pages). */
+static void check_landing(kvx_ctx_t *ctx, const kvx_identity_t *id, const char *expect)
+{
+    unsigned long long direct = 0, recv = 0, all_direct;
+    kvx_stats_t st;
+
+    if (id->role == KVX_ROLE_DECODE) {
+        if (kvx_ctx_stats(ctx, &st) != KVX_OK) {
+            FAIL("kvx_ctx_stats");
+        }
+        direct = st.bytes[KVX_XFER_MSG_DIRECT];
+        recv = st.bytes[KVX_XFER_MSG_RECV];
+        if (strcmp(expect, "direct") == 0 ? direct != recv : direct != 0) {
+            FAIL("landing: %llu of %llu bytes of data messages received straight into the pages, "
+                 "expected %s",
+                 direct, recv, expect);
+        }
+    }
+    MPI_Allreduce(&direct, &all_direct, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    if (strcmp(expect, "direct") == 0 && all_direct == 0) {
+        FAIL("landing: no decode rank received data straight into its pages");
+    }
+}
+
 static void finish_corrupt(kvx_ctx_t *ctx, const slot_t *s, const kvx_identity_t *id,
                            const kvp_geom_t *g, void *const *bufs, unsigned comps, uint64_t *bytes)
 {
@@ -906,6 +952,9 @@ static int run_layout(const opts_t *o, kvx_page_layout_t layout)
         if (units == 0) {
             FAIL("KVX_VERIFY: no decode rank checked a unit");
         }
+    }
+    if (o->expect_landing != NULL) {
+        check_landing(ctx, &id, o->expect_landing);
     }
     failed = failures - failures_before;
     MPI_Reduce(&ok, &tot_ok, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);

@@ -108,6 +108,7 @@ Test(stats, text_holds_the_counters)
         "kvx_transfer_bytes_total{" LABELS ",kind=\"put\"} 4096\n",
         "kvx_transfer_ops_total{" LABELS ",kind=\"put\"} 2\n",
         "kvx_transfer_bytes_total{" LABELS ",kind=\"staged_copy\"} 0\n",
+        "kvx_transfer_bytes_total{" LABELS ",kind=\"msg_direct\"} 0\n",
         "# TYPE kvx_room_seconds histogram\n",
         /* cumulative in the text */
         "kvx_room_seconds_bucket{" LABELS ",outcome=\"success\",le=\"0.0001\"} 0\n",

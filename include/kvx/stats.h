@@ -55,10 +55,13 @@ typedef enum kvx_xfer_kind {
     KVX_XFER_MSG_SENT,    /**< prefill: data messages sent (pages, aux rows, staged pages) */
     KVX_XFER_MSG_RECV,    /**< decode: data messages of pages received and landed */
     KVX_XFER_STAGED_COPY, /**< staged path: device copies between the pool and host staging */
+    KVX_XFER_MSG_DIRECT,  /**< decode: of msg_received, the data UCX received straight into the
+                               pages (rendezvous, no staging copy) */
     KVX_XFER_KINDS
 } kvx_xfer_kind_t;
 
-/** "put", "packed_put", "msg_sent", "msg_received", "staged_copy"; "?" otherwise. */
+/** "put", "packed_put", "msg_sent", "msg_received", "staged_copy", "msg_direct"; "?"
+ *  otherwise. */
 KVX_API const char *kvx_xfer_kind_name(kvx_xfer_kind_t kind);
 
 /**

@@ -13,8 +13,8 @@
 #include "core/room/protocol.h"
 #include "core/room/receiver.h"
 #include "core/room/room.h"
-#include "core/room/room_stats.h"
 #include "core/room/sender.h"
+#include "core/room/room_stats.h"
 #include "util/failure.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -556,11 +556,13 @@ kvx_status_t kvx_room_close(kvx_ctx_t *ctx, uint64_t id)
                               "its pages are quarantined, never reuse them",
                               (unsigned long long)id);
     }
-    if (room->side == KVX_ROLE_PREFILL && room->state == KVX_ROOM_FAILED && room->refs > 0) {
+    if (room->side == KVX_ROLE_PREFILL && room->state == KVX_ROOM_FAILED && room->refs > 0 &&
+        !sender_sources_safe(room)) {
         /* Puts or data messages of the failed room may still read its
          * source pages: the caller keeps them until UCX is done with them,
          * at most KVX_DRAIN_TIMEOUT after the failure (then they are
-         * quarantined: never reuse them). */
+         * quarantined: never reuse them) -- unless every such operation
+         * goes to a peer whose process is gone from this machine. */
         if (room_age(room, kvx_now_ns()) <= ctx->cfg.drain_timeout) {
             room_api_leave(ctx, 1);
             failure_set_last_text(KVX_ERR_BUSY, id, 1,

@@ -50,8 +50,9 @@ void stats_hist_add(kvx_histogram_t *h, double seconds)
 
 const char *kvx_xfer_kind_name(kvx_xfer_kind_t kind)
 {
-    static const char *const names[KVX_XFER_KINDS] = { "put", "packed_put", "msg_sent",
-                                                       "msg_received", "staged_copy" };
+    static const char *const names[KVX_XFER_KINDS] = {
+        "put", "packed_put", "msg_sent", "msg_received", "staged_copy", "msg_direct"
+    };
 
     return (unsigned)kind < KVX_XFER_KINDS ? names[kind] : "?";
 }

@@ -151,6 +151,11 @@ static int peer_process_gone(const peer_t *peer)
     return state != NULL && (state[2] == 'Z' || state[2] == 'X');
 }
 
+int peer_dead_here(const peer_t *peer)
+{
+    return peer->same_machine && peer_process_gone(peer);
+}
+
 /* Why a silent peer counts as lost, or NULL while it does not. A peer whose
  * pid this rank can see (same_machine) and whose process is gone is lost
  * after 3 keepalive intervals. A peer on this host whose process is still

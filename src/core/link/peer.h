@@ -103,6 +103,9 @@ void peer_on_ping(peer_t *peer, uint64_t rounds);
  * a broken TP instance, none of the other role left (a probe,
  * stats_add_health()). */
 void peer_health(kvx_ctx_t *ctx, uint64_t now, kvx_health_t *h);
+/* Is the peer's process gone from this machine (it can write nothing more:
+ * no syscall of its own, no read of its memory)? 0 for a remote peer. */
+int peer_dead_here(const peer_t *peer);
 /* Declares a peer lost: its rooms fail with how (once). */
 void peer_mark_lost(kvx_ctx_t *ctx, peer_t *peer, const char *how);
 /* UCX's error callback of peer-mode endpoints. */

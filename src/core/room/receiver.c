@@ -184,6 +184,12 @@ void receiver_update_pages(kvx_ctx_t *ctx, room_t *room)
     for (unsigned i = 0; i < room->nsources && room->granted; i++) {
         const source_t *s = &room->sources[i];
 
+        /* UCX still receives its data into the pages: only a writer whose
+         * process is gone from this machine can no longer be read from. */
+        if (s->direct > 0 && !peer_dead_here(s->peer)) {
+            return;
+        }
+
         /* A writer of data messages cannot touch the pages any more:
          * what it still sends for a failed room is dropped (unpack.c). */
         if (s->pair.writes && !s->done && !s->drained && !s->msgs) {

@@ -21,6 +21,7 @@ typedef struct source {
     int msgs;          /* it sends every page as data messages (KVX_WRITES) */
     int aux_in;        /* msgs: its aux row arrived (MSG_AUX) */
     uint64_t unpacked; /* bytes of data messages unpacked */
+    unsigned direct;   /* its rendezvous data UCX is still receiving into the pages (unpack.c) */
     /* KVX_VERIFY: what its DONE carried (receiver_verify()) */
     uint64_t *digests;
     uint32_t ndigests, dverify; /* dverify: the mode it digested in, 0 for none */

@@ -305,6 +305,20 @@ void sender_on_agreed(kvx_ctx_t *ctx, room_t *room, const peer_t *peer)
     sender_conclude_broken(ctx, room);
 }
 
+int sender_sources_safe(const room_t *room)
+{
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        const target_t *t = &room->targets[i];
+
+        /* What a process gone from this machine would have read (or had
+         * UCX read for it) reaches nobody: reusing the pages harms no one. */
+        if ((t->ops > 0 || t->pumping || t->pack_waiting) && !peer_dead_here(t->peer)) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 int sender_cut_off(const room_t *room)
 {
     for (unsigned i = 0; i < room->ntargets; i++) {
@@ -367,6 +381,7 @@ void sender_put_cb(void *request, ucs_status_t status, void *user)
 
     t->peer->inflight_ops--;
     t->peer->inflight_bytes -= kucx_request_len(request);
+    t->ops--;
     kucx_request_free(request);
     if (status != UCS_OK) {
         sender_fail(ctx, t, kucx_status(status), KVX_STAGE_POST, status, "put to");
@@ -407,6 +422,7 @@ void sender_account(target_t *t, size_t len, kvx_status_t posted)
         t->peer->inflight_ops++;
         t->peer->inflight_bytes += len;
         t->room->refs++;
+        t->ops++;
     }
     t->puts++;
     t->bytes += len;

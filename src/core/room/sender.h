@@ -45,6 +45,10 @@ int sender_may_conclude(const kvx_ctx_t *ctx, const room_t *room);
 /* Can no decode rank of the room tell this prefill rank the decode
  * instance's outcome any more (every one it talks to lost or gone)? */
 int sender_cut_off(const room_t *room);
+/* May the application reuse the room's source pages although UCX still
+ * holds operations of it? Only when every such operation goes to a peer
+ * whose process is gone from this machine (peer_dead_here()). */
+int sender_sources_safe(const room_t *room);
 /* A room of a broken prefill instance (no round can run): concludes it
  * once the decode's word came (AGREED, VERDICT), or none can come. */
 void sender_conclude_broken(kvx_ctx_t *ctx, room_t *room);

@@ -6,13 +6,19 @@
  * this rank copies the heads into its pages; such a writer sends the aux
  * row as MSG_AUX.
  *
- * An eager message is unpacked inside the handler. A rendezvous message is
+ * An eager message is unpacked inside the handler. A rendezvous message
+ * whose run lies contiguous in this rank's host pool is received straight
+ * into the pages (UCX's one copy: a read of the writer's memory over CMA on
+ * one host, RDMA across hosts); the room holds a reference, and its pages
+ * stay DRAINING if it fails meanwhile, until UCX is done writing them or
+ * the writer's process is gone from this machine (source->direct,
+ * receiver_update_pages()). Any other rendezvous message is
  * received into a slot of the staging area first (when none is free it
  * waits on ctx->land_*, and UCX holds the sender's data until then), then
  * unpacked and the slot released. Nothing here keeps a room pointer across
- * a wait: the room is looked up again by id and incarnation, and data of a
- * room that failed or closed meanwhile is dropped, so pages of an aborted
- * room are never written after it failed.
+ * a staging wait: the room is looked up again by id and incarnation, and
+ * data of a room that failed or closed meanwhile is dropped, so pages of an
+ * aborted room are never written after it failed.
  *
  * A writer is complete when its DONE arrived and every byte it owes this
  * rank was unpacked, in either order (receiver_source_complete()).
@@ -284,6 +290,95 @@ static void unpack_recv(kvx_ctx_t *ctx, staging_slot_t *slot, void *desc)
     }
 }
 
+/* A rendezvous DATA received straight into the room's pages. */
+typedef struct direct {
+    kvx_ctx_t *ctx;
+    room_t *room; /* referenced until the receive completed */
+    source_t *s;
+    msg_data_t d;
+    size_t len;
+} direct_t;
+
+static void unpack_direct_done(direct_t *dr, ucs_status_t status)
+{
+    kvx_ctx_t *ctx = dr->ctx;
+    room_t *room = dr->room;
+
+    dr->s->direct--;
+    if (room_terminal(room) || !room->user_open) {
+        /* Failed (or closed) meanwhile: these bytes count for nothing, but
+         * the pages may be released now that UCX no longer writes them. */
+        receiver_update_pages(ctx, room);
+    } else if (status == UCS_OK) {
+        stats_xfer(ctx, KVX_XFER_MSG_DIRECT, dr->len);
+        unpack_count(ctx, room, dr->s, dr->len);
+    } else {
+        unpack_fail(ctx, room, kucx_status(status), ucs_status_string(status),
+                    "receiving DATA from %s into pages [%u, +%u) failed (%zu bytes)",
+                    dr->s->peer->name, dr->d.pos, dr->d.npages, dr->len);
+    }
+    free(dr);
+    room_unref(ctx, room);
+}
+
+static void unpack_direct_cb(void *request, ucs_status_t status, size_t length, void *user)
+{
+    direct_t *dr = user;
+
+    (void)length;
+    kucx_request_free(request);
+    dr->ctx->landing--;
+    unpack_direct_done(dr, status);
+}
+
+/* Where in the pool a run's data lands when it is one contiguous range
+ * there (a host pool, no copy engine), or NULL. */
+static char *unpack_direct_at(kvx_ctx_t *ctx, const room_t *room, const source_t *s,
+                              const msg_data_t *d, size_t len, ucp_mem_h *memh_p)
+{
+    int b = (int)(d->layer * ctx->my.comps + d->comp);
+    plan_run_t run = { 0, room->pages[d->pos], d->npages };
+    size_t so, doff, n;
+    plan_geom_t g;
+    plan_iter_t it;
+
+    if (ctx->cstage.on || ctx->pool.type != KVX_MEM_HOST) {
+        return NULL;
+    }
+    receiver_geom(ctx, s, &g);
+    plan_iter_init_sides(&it, &g, &run, PLAN_DST);
+    if (!plan_iter_next(&it, &so, &doff, &n) || n != len) {
+        return NULL;
+    }
+    *memh_p = ctx->pool.regions[ctx->pool.buf_region[b]].memh;
+    return (char *)ctx->pool.buf[b] + doff;
+}
+
+/* Receives rendezvous DATA straight into the pages; 0 when the run is not
+ * contiguous there (or no memory): the caller stages it. */
+static int unpack_direct(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_t *m, void *desc,
+                         size_t len)
+{
+    ucs_status_t ucs = UCS_OK;
+    ucp_mem_h memh = NULL;
+    char *at = unpack_direct_at(ctx, room, s, &m->u.data, len, &memh);
+    direct_t *dr = at != NULL ? malloc(sizeof(*dr)) : NULL;
+
+    if (dr == NULL) {
+        return 0;
+    }
+    *dr = (direct_t){ ctx, room, s, m->u.data, len };
+    room->refs++;
+    s->direct++;
+    if (kucx_am_recv_data(&ctx->ucx, desc, at, len, memh, unpack_direct_cb, dr, &ucs) ==
+        KVX_INPROGRESS) {
+        ctx->landing++;
+    } else {
+        unpack_direct_done(dr, ucs);
+    }
+    return 1;
+}
+
 /* Rendezvous data: into a slot now, or wait for one. */
 static ucs_status_t unpack_land(kvx_ctx_t *ctx, const void *header, void *desc, size_t len)
 {
@@ -354,6 +449,17 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
             unpack_deliver(ctx, room, s, &m, data, length);
         }
         return UCS_OK;
+    }
+    if (m.hdr.type == MSG_DATA && unpack_direct(ctx, room, s, &m, data, length)) {
+        return UCS_OK;
+    }
+    if (ctx->staging.cap == 0) {
+        /* Only a writer whose runs land straight is asked for messages
+         * without staging here (receiver.c): no memory for its record. */
+        unpack_fail(ctx, room, KVX_ERR_NO_MEMORY, NULL,
+                    "cannot receive DATA from %s into pages [%u, +%u): no memory", s->peer->name,
+                    m.u.data.pos, m.u.data.npages);
+        return UCS_OK; /* the data is dropped and its send completes */
     }
     return unpack_land(ctx, header, data, length);
 }

@@ -44,6 +44,7 @@
 #include "util/failure.h"
 #include "util/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Slots of the ring: operations in flight that hold one, over all peers. */
@@ -78,7 +79,7 @@ static int pack_peer_geom(const kvx_ctx_t *ctx, const peer_t *peer, plan_geom_t 
 static int pack_area_ok(const kvx_ctx_t *ctx, const target_t *t, int *needed_p)
 {
     *needed_p = t->mode == PLAN_STAGED || !plan_src_contiguous(&t->geom);
-    return !*needed_p || ctx->staging.size >= 2 * plan_max_op(&t->geom);
+    return !*needed_p || (ctx->staging.cap > 0 && ctx->staging.size >= 2 * plan_max_op(&t->geom));
 }
 
 kvx_status_t pack_setup(kvx_ctx_t *ctx, kvx_failure_t *why)
@@ -143,7 +144,8 @@ kvx_status_t pack_use_messages(kvx_ctx_t *ctx, target_t *t, kvx_failure_t *why)
 
     t->msgs = 1;
     t->mode = cstage_mode(ctx, PLAN_UNPACK);
-    if (ctx->staging.cap > 0 && pack_area_ok(ctx, t, &needed)) {
+    /* Runs contiguous here go from the pool: no staging needed. */
+    if (pack_area_ok(ctx, t, &needed) && (t->mode != PLAN_STAGED || ctx->staging.cap > 0)) {
         return KVX_OK;
     }
     failure_set_room(why, t->room_id, KVX_ERR_CONFIG, KVX_STAGE_PREALLOC, NULL,
@@ -265,6 +267,52 @@ static int pack_put(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub)
     return pack_posted(ctx, t, slot, sub, status, ucs, "packed put to");
 }
 
+/* The header of a data message that goes straight from the pool (or an
+ * aux row): kept until the message completes (UCX 1.13 reads it until
+ * then), outside the staging ring, whose slots are reused in order: a
+ * message to a peer that died on this machine never completes (no error
+ * handling on shared memory), and a slot of it would stop the ring for
+ * every other peer. */
+typedef struct pack_msg {
+    target_t *t;
+    unsigned char hdr[MSG_DATA_LEN];
+} pack_msg_t;
+
+static void pack_msg_done_cb(void *request, ucs_status_t status, void *user)
+{
+    pack_msg_t *pm = user;
+    target_t *t = pm->t;
+    kvx_ctx_t *ctx = t->peer->ctx;
+
+    free(pm);
+    ctx->pack_kick = 1;
+    if (--t->pack_inflight == 0) {
+        cursor_wait(ctx, t); /* it may finish now */
+    }
+    ctx->xfer_ops->done(request, status, t);
+}
+
+/* Sends a data message (type MSG_DATA or MSG_AUX, d its header's body) of
+ * len bytes at buf straight from memory registered as memh (NULL: none). */
+static kvx_status_t pack_msg_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type, const msg_data_t *d,
+                                  const void *buf, size_t len, ucp_mem_h memh, ucs_status_t *ucs_p)
+{
+    pack_msg_t *pm = malloc(sizeof(*pm));
+    kvx_status_t status;
+
+    if (pm == NULL) {
+        return KVX_ERR_NO_MEMORY;
+    }
+    pm->t = t;
+    msg_put_data(pm->hdr, type, ctx->rank, t->room_id, t->nonce, d);
+    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, pm->hdr, MSG_DATA_LEN, buf, len, memh,
+                               pack_msg_done_cb, pm, ucs_p);
+    if (status != KVX_INPROGRESS) {
+        free(pm);
+    }
+    return status;
+}
+
 /* Copies the pieces of sub back to back, in plan_iter order: the data of
  * a message (unpack.c reads it in the same order). */
 static void pack_gather(const target_t *t, const char *src, const plan_run_t *sub, char *dst)
@@ -287,21 +335,30 @@ static int pack_send(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t 
     size_t len = (size_t)sub->count * g->pair_page_bytes;
     ucp_mem_h memh = ctx->pool.regions[ctx->pool.buf_region[b]].memh;
     msg_data_t d = { t->layer, t->comp, (uint32_t)pos, sub->count };
-    int gather = !plan_src_contiguous(g);
-    staging_slot_t *slot = pack_slot(ctx, t, gather ? len : 0);
+    staging_slot_t *slot;
     ucs_status_t ucs = UCS_OK;
     kvx_status_t status;
 
-    if (slot == NULL) {
+    /* Runs contiguous in this pool go from it; runs strided here (data
+     * messages asked for by the decode) are gathered into a slot. */
+    if (plan_src_contiguous(g)) {
+        status = pack_msg_send(ctx, t, MSG_DATA, &d, src, len, memh, &ucs);
+        if (status != KVX_OK && status != KVX_INPROGRESS) {
+            ctx->xfer_ops->failed(ctx, t, status, KVX_STAGE_POST, ucs, "data message to");
+            return -1;
+        }
+        ctx->xfer_ops->posted(t, len, status);
+        stats_xfer(ctx, KVX_XFER_MSG_SENT, len);
+        t->pack_inflight += status == KVX_INPROGRESS;
+        cursor_advance(t, sub->count);
+        return 1;
+    }
+    if ((slot = pack_slot(ctx, t, len)) == NULL) {
         return -1;
     }
-    /* Runs strided in this pool (data messages asked for by the decode)
-     * are gathered into the slot; contiguous ones go from the pool. */
-    if (gather) {
-        pack_gather(t, ctx->pool.buf[b], sub, staging_at(&ctx->staging, slot));
-        src = staging_at(&ctx->staging, slot);
-        memh = ctx->staging.region.memh;
-    }
+    pack_gather(t, ctx->pool.buf[b], sub, staging_at(&ctx->staging, slot));
+    src = staging_at(&ctx->staging, slot);
+    memh = ctx->staging.region.memh;
     msg_put_data(slot->hdr, MSG_DATA, ctx->rank, t->room_id, t->nonce, &d);
     status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, src, len, memh,
                                pack_done_cb, slot, &ucs);
@@ -311,19 +368,9 @@ static int pack_send(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub, size_t 
 int pack_send_aux(kvx_ctx_t *ctx, target_t *t, const void *row, size_t len)
 {
     msg_data_t d = { 0, 0, 0, 0 };
-    staging_slot_t *slot = pack_slot(ctx, t, 0);
     ucs_status_t ucs = UCS_OK;
-    kvx_status_t status;
+    kvx_status_t status = pack_msg_send(ctx, t, MSG_AUX, &d, row, len, NULL, &ucs);
 
-    if (slot == NULL) {
-        return 0; /* pumped again when a slot is free */
-    }
-    msg_put_data(slot->hdr, MSG_AUX, ctx->rank, t->room_id, t->nonce, &d);
-    status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, slot->hdr, MSG_DATA_LEN, row, len, NULL,
-                               pack_done_cb, slot, &ucs);
-    if (status != KVX_INPROGRESS) {
-        staging_release(&ctx->staging, slot);
-    }
     if (status != KVX_OK && status != KVX_INPROGRESS) {
         ctx->xfer_ops->failed(ctx, t, status, KVX_STAGE_AUX, ucs, "aux row to");
         return 0;

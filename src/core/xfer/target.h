@@ -55,6 +55,7 @@ typedef struct target {
     uint64_t hold_until; /* injected delay: post nothing before (ns) */
     void *aux_row;       /* header + payload put into the decode's aux slot */
     uint64_t puts, bytes;
+    unsigned ops; /* operations posted to it and not completed (puts, messages) */
     struct target *pump_next;
     int pumping; /* queued on peer->pump_* */
     /* pack.c: packed puts and data messages (modes PACK and UNPACK). */
