@@ -108,8 +108,11 @@ static const cfg_row_t cfg_table[] = {
       CFG_FIELD(ep_err_mode), cfg_ep_err_modes, 0, 0 },
     { "KVX_WRITES", CFG_ENUM, "auto",
       "How a decode rank asks each prefill rank to deliver its pages: auto (one-sided puts where "
-      "the endpoint has a native RMA transport -- shared memory, CMA, RDMA -- and data messages "
-      "where UCX would emulate puts, as over TCP), put, or message. The decode rank chooses.",
+      "the endpoint has a native RMA transport -- RDMA, or shared memory for runs under 64 KiB "
+      "per layer and component -- and data messages where UCX would emulate puts, as over TCP, "
+      "and on one host for larger runs that land contiguous in a host pool, which UCX then "
+      "receives straight into the pages with one CMA read), put, or message. The decode rank "
+      "chooses, per room and writer.",
       CFG_FIELD(writes), cfg_write_modes, 0, 0 },
     { "KVX_POOL_ALLOC", CFG_ENUM, "host",
       "Who allocates the host pool kvx allocates itself: host (page-aligned memory of this "

@@ -69,6 +69,60 @@ static kvx_status_t receiver_grant(kvx_ctx_t *ctx, room_t *room)
     return KVX_OK;
 }
 
+/* KVX_WRITES=auto on one host: a writer's runs of at least this many bytes
+ * on average (per layer and component) come as data messages, which UCX
+ * receives straight into the pages (unpack.c: one CMA read of the writer's
+ * memory) instead of puts (UCX 1.13 emulates puts into ordinary memory with
+ * active messages: a copy into its shared-memory FIFO and a copy out).
+ * Chosen by measurement (docs/perf/notes/2026-12-07-landing.md): kvx-bench
+ * put with ranks bound to a core each, kvx/raw as messages against puts,
+ * medians of 3: 1 MiB rooms 1.03 against 0.95, 16 MiB 1.11 against 0.96
+ * (a caller that polls in a loop); 256 KiB 0.51 against 0.37 (one that
+ * sleeps between polls); level from 128 KiB rooms (64 KiB runs), behind
+ * below. */
+#define RECEIVER_MSG_MIN (64 * 1024)
+
+/* Does a writer's part of the room come as data messages under
+ * KVX_WRITES=auto, though its endpoint does RMA? On one host (every lane
+ * shared memory), into a host pool kvx or the application allocated (puts
+ * into a pool UCX allocated are one copy already), without a copy engine,
+ * when its runs are contiguous in both pools (plan mode DIRECT) and
+ * large. */
+static int receiver_msgs_here(const kvx_ctx_t *ctx, const room_t *room, const source_t *s)
+{
+    plan_run_t two = { 0, 0, 2 };
+    size_t so, doff, n = 0, runs = 1;
+    plan_geom_t g;
+    plan_iter_t it;
+
+    if (ctx->cfg.writes != 0 || !s->peer->put_in_host || ctx->cstage.on ||
+        ctx->pool.type != KVX_MEM_HOST || ctx->pool.ucx_owned) {
+        return 0;
+    }
+    receiver_geom(ctx, s, &g);
+    /* Not where the writer would gather strided runs (PACK): a gathered
+     * message holds a slot of its staging ring until it completes, which a
+     * message to a rank that died never does (no error handling on shared
+     * memory), and the ring would stop for every other peer (pack.c). */
+    if (plan_mode(&g) != PLAN_DIRECT) {
+        return 0;
+    }
+    /* Its runs here, on average: scattered pages make many small messages,
+     * each a rendezvous of its own (kvx-bench pages: 0.65-0.80 of raw at
+     * half or all pages scattered, against 0.81-0.88 as puts). */
+    for (size_t i = 1; i < room->npages; i++) {
+        runs += room->pages[i] != room->pages[i - 1] + 1;
+    }
+    if (room->npages * g.pair_page_bytes < RECEIVER_MSG_MIN * runs) {
+        return 0;
+    }
+    /* Every run (consecutive pages here) must be one range of the pool:
+     * then each message lands straight (unpack_direct_at()), and this rank
+     * needs no staging area for them. */
+    plan_iter_init_sides(&it, &g, &two, PLAN_DST);
+    return plan_iter_next(&it, &so, &doff, &n) && n == 2 * g.pair_page_bytes;
+}
+
 kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, size_t npages,
                            int64_t aux_slot)
 {
@@ -96,8 +150,9 @@ kvx_status_t receiver_open(kvx_ctx_t *ctx, room_t *room, const uint32_t *pages, 
         s->peer =
             peer_of_rank(ctx, joblayout_rank(&ctx->job, KVX_ROLE_PREFILL, room->peer_instance, p));
         /* Pages of a writer whose endpoint has no native RMA come as data
-         * messages (KVX_WRITES): this rank chooses, the grant tells. */
-        s->msgs = s->pair.writes && s->peer->msg_writes;
+         * messages (KVX_WRITES), and large runs on one host: this rank
+         * chooses, the grant tells. */
+        s->msgs = s->pair.writes && (s->peer->msg_writes || receiver_msgs_here(ctx, room, s));
         room->nwriters += s->pair.writes;
         n++;
     }
