@@ -190,6 +190,42 @@ void ctx_leave_bounded(kvx_ctx_t *ctx, int locked)
     ctx_unuse(ctx);
 }
 
+void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h)
+{
+    h->prev = NULL;
+    h->next = ctx->held;
+    if (h->next != NULL) {
+        h->next->prev = h;
+    }
+    ctx->held = h;
+}
+
+void ctx_unhold(kvx_ctx_t *ctx, ctx_held_t *h)
+{
+    if (h->prev != NULL) {
+        h->prev->next = h->next;
+    } else {
+        ctx->held = h->next;
+    }
+    if (h->next != NULL) {
+        h->next->prev = h->prev;
+    }
+}
+
+size_t ctx_free_held(kvx_ctx_t *ctx)
+{
+    size_t n = 0;
+
+    while (ctx->held != NULL) {
+        ctx_held_t *h = ctx->held;
+
+        ctx->held = h->next;
+        free(h);
+        n++;
+    }
+    return n;
+}
+
 kvx_role_t ctx_other_role(const kvx_ctx_t *ctx)
 {
     return ctx->role == KVX_ROLE_PREFILL ? KVX_ROLE_DECODE : KVX_ROLE_PREFILL;

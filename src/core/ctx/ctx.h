@@ -35,6 +35,14 @@ struct fault_set;
 struct stats;
 struct join_state;
 
+/* The first member of a block that a UCX callback frees (pack.c's message
+ * headers, unpack.c's direct receives): listed on the context until then
+ * (ctx_hold(), ctx_unhold()), so that destroy frees the blocks of requests
+ * that never complete (workers left open to a dead peer: ctx_free_held()). */
+typedef struct ctx_held {
+    struct ctx_held *prev, *next;
+} ctx_held_t;
+
 #define KVX_DEAD_NONCES    4096
 #define KVX_PROGRESS_HOOKS 8
 
@@ -116,7 +124,8 @@ struct kvx_ctx {
     struct landing *land_head, *land_tail;          /* data waiting for a slot to land in */
     unsigned landing;                               /* data messages being received */
     int pack_kick;                                  /* a slot or a data message completed */
-    cstage_t cstage;                                /* cuda_stage.c: the memory path */
+    ctx_held_t *held;        /* blocks that UCX callbacks free (ctx_hold()) */
+    cstage_t cstage;         /* cuda_stage.c: the memory path */
     struct verify_dev *vdev; /* verify.c: reads a CUDA pool back for KVX_VERIFY, or NULL */
     struct stats *stats;     /* stats.c: counters, health, metrics file */
     /* Decode: which room holds each page of the pool (room.c: room_pages_*),
@@ -139,6 +148,14 @@ void ctx_leave(kvx_ctx_t *ctx);
  * ctx_leave_bounded(). */
 kvx_status_t ctx_enter_bounded(kvx_ctx_t *ctx, uint64_t wait_ns, int *locked_p);
 void ctx_leave_bounded(kvx_ctx_t *ctx, int locked);
+/* Lists a block that a UCX callback will free, and unlists it there
+ * (ctx->lock held). */
+void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h);
+void ctx_unhold(kvx_ctx_t *ctx, ctx_held_t *h);
+/* Frees the blocks still listed, once nothing progresses the workers: their
+ * requests never complete. Returns how many. */
+size_t ctx_free_held(kvx_ctx_t *ctx);
+
 kvx_role_t ctx_other_role(const kvx_ctx_t *ctx);
 /* How many UCX worker groups this rank runs (KVX_WORKER_GROUPS, kvx_ucx.h
  * says why), and which of a rank's ngroups serves peers of (role,

@@ -292,6 +292,7 @@ static void unpack_recv(kvx_ctx_t *ctx, staging_slot_t *slot, void *desc)
 
 /* A rendezvous DATA received straight into the room's pages. */
 typedef struct direct {
+    ctx_held_t held; /* first: freed by destroy if UCX never completes it */
     kvx_ctx_t *ctx;
     room_t *room; /* referenced until the receive completed */
     source_t *s;
@@ -317,6 +318,7 @@ static void unpack_direct_done(direct_t *dr, ucs_status_t status)
                     "receiving DATA from %s into pages [%u, +%u) failed (%zu bytes)",
                     dr->s->peer->name, dr->d.pos, dr->d.npages, dr->len);
     }
+    ctx_unhold(ctx, &dr->held);
     free(dr);
     room_unref(ctx, room);
 }
@@ -367,7 +369,8 @@ static int unpack_direct(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_t 
     if (dr == NULL) {
         return 0;
     }
-    *dr = (direct_t){ ctx, room, s, m->u.data, len };
+    *dr = (direct_t){ .ctx = ctx, .room = room, .s = s, .d = m->u.data, .len = len };
+    ctx_hold(ctx, &dr->held);
     room->refs++;
     s->direct++;
     if (kucx_am_recv_data(&ctx->ucx, desc, at, len, memh, unpack_direct_cb, dr, &ucs) ==

@@ -609,6 +609,7 @@ static ctx_bye_t *ctx_quiesce(kvx_ctx_t *ctx)
 kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
 {
     ctx_bye_t *byes;
+    size_t held;
 
     if (!ctx_begin_destroy(ctx)) {
         return KVX_ERR_INVALID_HANDLE;
@@ -630,6 +631,13 @@ kvx_status_t kvx_ctx_destroy(kvx_ctx_t *ctx)
          * workers would abort the process. Nothing progresses the workers
          * again, so no callback runs into the rooms freed below. */
         kucx_workers_abandon(&ctx->ucx);
+    }
+    /* What the callbacks of requests that never complete would free. */
+    held = ctx_free_held(ctx);
+    if (held > 0) {
+        kvx_info("destroy: %zu data messages to or from lost peers never completed; freed what "
+                 "they held",
+                 held);
     }
     free(byes);
     while (ctx->out_head != NULL) {

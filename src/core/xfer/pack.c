@@ -274,6 +274,7 @@ static int pack_put(kvx_ctx_t *ctx, target_t *t, const plan_run_t *sub)
  * handling on shared memory), and a slot of it would stop the ring for
  * every other peer. */
 typedef struct pack_msg {
+    ctx_held_t held; /* first: freed by destroy if UCX never completes it */
     target_t *t;
     unsigned char hdr[MSG_DATA_LEN];
 } pack_msg_t;
@@ -284,6 +285,7 @@ static void pack_msg_done_cb(void *request, ucs_status_t status, void *user)
     target_t *t = pm->t;
     kvx_ctx_t *ctx = t->peer->ctx;
 
+    ctx_unhold(ctx, &pm->held);
     free(pm);
     ctx->pack_kick = 1;
     if (--t->pack_inflight == 0) {
@@ -305,9 +307,11 @@ static kvx_status_t pack_msg_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type, 
     }
     pm->t = t;
     msg_put_data(pm->hdr, type, ctx->rank, t->room_id, t->nonce, d);
+    ctx_hold(ctx, &pm->held);
     status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, pm->hdr, MSG_DATA_LEN, buf, len, memh,
                                pack_msg_done_cb, pm, ucs_p);
     if (status != KVX_INPROGRESS) {
+        ctx_unhold(ctx, &pm->held);
         free(pm);
     }
     return status;
