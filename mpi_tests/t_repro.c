@@ -466,10 +466,17 @@ static int repro_closegrant(double wait_s)
     MPI_Barrier(MPI_COMM_WORLD);
     /* The request again, with the same id and pages. */
     if (role == KVX_ROLE_DECODE) {
-        kvx_room_recv_open(ctx, 9, 0, pages, 4, 0);
+        kvx_status_t so = kvx_room_recv_open(ctx, 9, 0, pages, 4, 0);
+
+        snprintf(line, sizeof(line), "room 9 opened again: %s", kvx_status_name(so));
+        bad += repro_expect(so == KVX_OK, line);
     } else {
-        kvx_room_send_open(ctx, 9, 0, 4);
-        kvx_room_send_chunk(ctx, 9, pages, 4, "aux-row", 8);
+        kvx_status_t so = kvx_room_send_open(ctx, 9, 0, 4);
+        kvx_status_t sc = kvx_room_send_chunk(ctx, 9, pages, 4, "aux-row", 8);
+
+        snprintf(line, sizeof(line), "room 9 opened again and its pages handed over: %s, %s",
+                 kvx_status_name(so), kvx_status_name(sc));
+        bad += repro_expect(so == KVX_OK && sc == KVX_OK, line);
     }
     st = repro_wait(ctx, 9, 20);
     line[0] = '\0';
