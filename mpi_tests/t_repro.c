@@ -485,7 +485,13 @@ static int repro_closegrant(double wait_s)
     }
     printf("t_repro: rank %d: room 9 again is %s %s\n", rank, kvx_room_state_name(st), line);
     bad += repro_expect(st == KVX_ROOM_SUCCESS, "room 9 again, same pages and aux slot: SUCCESS");
-    bad += repro_expect(kvx_room_close(ctx, 9) == KVX_OK, "kvx_room_close(9 again) says KVX_OK");
+    {
+        kvx_status_t sc = kvx_room_close(ctx, 9);
+
+        snprintf(line, sizeof(line), "kvx_room_close(9 again) says KVX_OK (%s)",
+                 kvx_status_name(sc));
+        bad += repro_expect(sc == KVX_OK, line);
+    }
     kvx_ctx_stats(ctx, &s1);
     printf("t_repro: rank %d: stats: opened %llu closed %llu succeeded %llu failed %llu "
            "pages quarantined %llu (src %llu) released %llu, rejected messages %llu\n",
