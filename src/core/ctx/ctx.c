@@ -1,5 +1,6 @@
 /*
- * ctx.c - the registry of live contexts, and entering one: its lock.
+ * ctx.c - the registry of live contexts, entering one (its lock), and the
+ * list of blocks that UCX callbacks free (ctx_hold()).
  */
 #include "config.h"
 
