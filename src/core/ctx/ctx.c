@@ -1,6 +1,6 @@
 /*
- * ctx.c - the registry of live contexts, entering one (its lock), and the
- * list of blocks that UCX callbacks free (ctx_hold()).
+ * ctx.c - the registry of live contexts, entering one (its lock), and
+ * freeing the blocks whose UCX callbacks never ran (ctx_free_held()).
  */
 #include "config.h"
 
@@ -189,28 +189,6 @@ void ctx_leave_bounded(kvx_ctx_t *ctx, int locked)
         pthread_mutex_unlock(&ctx->lock);
     }
     ctx_unuse(ctx);
-}
-
-void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h)
-{
-    h->prev = NULL;
-    h->next = ctx->held;
-    if (h->next != NULL) {
-        h->next->prev = h;
-    }
-    ctx->held = h;
-}
-
-void ctx_unhold(kvx_ctx_t *ctx, ctx_held_t *h)
-{
-    if (h->prev != NULL) {
-        h->prev->next = h->next;
-    } else {
-        ctx->held = h->next;
-    }
-    if (h->next != NULL) {
-        h->next->prev = h->prev;
-    }
 }
 
 size_t ctx_free_held(kvx_ctx_t *ctx)

@@ -148,10 +148,25 @@ void ctx_leave(kvx_ctx_t *ctx);
  * ctx_leave_bounded(). */
 kvx_status_t ctx_enter_bounded(kvx_ctx_t *ctx, uint64_t wait_ns, int *locked_p);
 void ctx_leave_bounded(kvx_ctx_t *ctx, int locked);
-/* Lists a block that a UCX callback will free, and unlists it there
- * (ctx->lock held). */
-void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h);
-void ctx_unhold(kvx_ctx_t *ctx, ctx_held_t *h);
+/* Lists a block that a UCX request's callback will free (once the request
+ * is in flight), and unlists it in that callback (ctx->lock held). */
+static inline void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h)
+{
+    h->prev = NULL;
+    h->next = ctx->held;
+    if (h->next != NULL) {
+        h->next->prev = h;
+    }
+    ctx->held = h;
+}
+
+static inline void ctx_unhold(kvx_ctx_t *ctx, ctx_held_t *h)
+{
+    *(h->prev != NULL ? &h->prev->next : &ctx->held) = h->next;
+    if (h->next != NULL) {
+        h->next->prev = h->prev;
+    }
+}
 /* Frees the blocks still listed, once nothing progresses the workers: their
  * requests never complete. Returns how many. */
 size_t ctx_free_held(kvx_ctx_t *ctx);

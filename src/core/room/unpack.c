@@ -318,7 +318,6 @@ static void unpack_direct_done(direct_t *dr, ucs_status_t status)
                     "receiving DATA from %s into pages [%u, +%u) failed (%zu bytes)",
                     dr->s->peer->name, dr->d.pos, dr->d.npages, dr->len);
     }
-    ctx_unhold(ctx, &dr->held);
     free(dr);
     room_unref(ctx, room);
 }
@@ -330,6 +329,7 @@ static void unpack_direct_cb(void *request, ucs_status_t status, size_t length, 
     (void)length;
     kucx_request_free(request);
     dr->ctx->landing--;
+    ctx_unhold(dr->ctx, &dr->held);
     unpack_direct_done(dr, status);
 }
 
@@ -370,12 +370,12 @@ static int unpack_direct(kvx_ctx_t *ctx, room_t *room, source_t *s, const msg_t 
         return 0;
     }
     *dr = (direct_t){ .ctx = ctx, .room = room, .s = s, .d = m->u.data, .len = len };
-    ctx_hold(ctx, &dr->held);
     room->refs++;
     s->direct++;
     if (kucx_am_recv_data(&ctx->ucx, desc, at, len, memh, unpack_direct_cb, dr, &ucs) ==
         KVX_INPROGRESS) {
         ctx->landing++;
+        ctx_hold(ctx, &dr->held);
     } else {
         unpack_direct_done(dr, ucs);
     }

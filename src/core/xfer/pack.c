@@ -307,11 +307,11 @@ static kvx_status_t pack_msg_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type, 
     }
     pm->t = t;
     msg_put_data(pm->hdr, type, ctx->rank, t->room_id, t->nonce, d);
-    ctx_hold(ctx, &pm->held);
     status = kucx_am_send_data(t->peer->ep, MSG_DATA_ID, pm->hdr, MSG_DATA_LEN, buf, len, memh,
                                pack_msg_done_cb, pm, ucs_p);
-    if (status != KVX_INPROGRESS) {
-        ctx_unhold(ctx, &pm->held);
+    if (status == KVX_INPROGRESS) {
+        ctx_hold(ctx, &pm->held); /* UCX calls back from a later progress */
+    } else {
         free(pm);
     }
     return status;
