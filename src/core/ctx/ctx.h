@@ -19,6 +19,7 @@
 #include "ucx/kvx_ucx.h"
 #include "util/cfg.h"
 #include "util/hmap.h"
+#include "util/time.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -85,7 +86,13 @@ struct kvx_ctx {
     unsigned ngated; /* prefill rooms with hand-overs waiting for a CUDA event */
     pthread_t progress;
     int progress_running, stopping;
-    uint64_t driven_at; /* the last pass an API thread made (progress_drive()) */
+    /* Passes API threads made (progress_drive()): the thread reads the count,
+     * not a clock, to tell that the application drives. */
+    uint64_t driven;
+    /* The clock of the progress pass running (0: not read yet in this pass);
+     * in_pass while one runs (ctx_pass_now()). */
+    uint64_t pass_now;
+    int in_pass;
     /* The work of higher floors the progress thread runs, in the order
      * registered (link/progress.h: progress_add_poller/ticker). */
     unsigned (*pollers[KVX_PROGRESS_HOOKS])(struct kvx_ctx *ctx);
@@ -150,6 +157,24 @@ kvx_status_t ctx_enter_bounded(kvx_ctx_t *ctx, uint64_t wait_ns, int *locked_p);
 void ctx_leave_bounded(kvx_ctx_t *ctx, int locked);
 /* Lists a block that a UCX request's callback will free (once the request
  * is in flight), and unlists it in that callback (ctx->lock held). */
+/* The time for what happens within one progress pass -- a message heard, the
+ * outbox sent: read once per pass, and only by a pass that needs it (reading
+ * the clock was a tenth of a prefill rank's time with 16 KiB rooms,
+ * docs/perf/notes/2026-12-07-clock.md). Outside a pass, the clock. It may be
+ * earlier than a stamp another call took during the pass: use it to stamp
+ * (a time later compared with a fresh reading), never as the "now" that a
+ * deadline is checked against. */
+static inline uint64_t ctx_pass_now(kvx_ctx_t *ctx)
+{
+    if (!ctx->in_pass) {
+        return kvx_now_ns();
+    }
+    if (ctx->pass_now == 0) {
+        ctx->pass_now = kvx_now_ns();
+    }
+    return ctx->pass_now;
+}
+
 static inline void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h)
 {
     h->prev = NULL;

@@ -109,7 +109,7 @@ static void peer_send_now(outmsg_t *m, uint64_t now)
 
 void peer_flush_outbox(kvx_ctx_t *ctx)
 {
-    uint64_t now = kvx_now_ns();
+    uint64_t now = ctx_pass_now(ctx);
     outmsg_t **link = &ctx->out_head, *last = NULL;
 
     /* Messages held by an injected delay stay queued until they are due. */

@@ -25,7 +25,8 @@
 
 #define PROGRESS_SPINS 256 /* empty progress calls before sleeping */
 /* KVX_PROGRESS=caller: while an API thread made a pass this recently, the
- * thread dozes; once the calls stop, it takes over at most this late. 1 ms
+ * thread dozes; once the calls stop, it takes over at most twice this late
+ * (progress_driven()). 1 ms
  * measured ahead of 200 us (docs/perf/notes/2026-12-07-overhead.md). */
 #define PROGRESS_CALLER_NS (1000 * KVX_NS_PER_US)
 
@@ -42,7 +43,11 @@ static uint64_t progress_tick_ns(const kvx_ctx_t *ctx)
  * much happened. */
 static unsigned progress_pass(kvx_ctx_t *ctx)
 {
-    unsigned n = kucx_progress(&ctx->ucx);
+    unsigned n;
+
+    ctx->in_pass = 1;
+    ctx->pass_now = 0;
+    n = kucx_progress(&ctx->ucx);
 
     if (ctx->cancel_eps) {
         peer_cancel_failed(ctx);
@@ -54,6 +59,7 @@ static unsigned progress_pass(kvx_ctx_t *ctx)
         peer_flush_outbox(ctx);
         n++;
     }
+    ctx->in_pass = 0;
     return n;
 }
 
@@ -62,6 +68,8 @@ static unsigned progress_pass(kvx_ctx_t *ctx)
 static unsigned progress_once(kvx_ctx_t *ctx, uint64_t *next_tick, uint64_t *now_p)
 {
     unsigned n = progress_pass(ctx);
+    /* Fresh, not the pass's clock: the tickers compare it with stamps taken
+     * during the pass, which may be later than the pass's start. */
     uint64_t now = kvx_now_ns();
 
     if (now >= *next_tick) {
@@ -86,23 +94,40 @@ int progress_drive(kvx_ctx_t *ctx, int kick)
         return 0;
     }
     progress_pass(ctx);
-    ctx->driven_at = kvx_now_ns();
+    ctx->driven++;
     return 1;
 }
 
-/* Whether the application drives (KVX_PROGRESS=caller): a room call made a
- * pass within PROGRESS_CALLER_NS. */
-static int progress_driven(const kvx_ctx_t *ctx, uint64_t now)
+/* When the thread last saw the application's passes go on. */
+typedef struct progress_seen {
+    uint64_t driven; /* ctx->driven then */
+    uint64_t at;     /* then (0: never) */
+} progress_seen_t;
+
+/* Whether the application drives (KVX_PROGRESS=caller): its room calls made
+ * passes since the thread last looked, or it looked less than
+ * PROGRESS_CALLER_NS ago and saw them then. Counting, not reading a clock
+ * in every pass of a caller: once the calls stop, the thread takes over
+ * within two windows. */
+static int progress_driven(const kvx_ctx_t *ctx, uint64_t now, progress_seen_t *seen)
 {
-    return ctx->cfg.progress == CFG_PROGRESS_CALLER && now - ctx->driven_at < PROGRESS_CALLER_NS;
+    if (ctx->cfg.progress != CFG_PROGRESS_CALLER) {
+        return 0;
+    }
+    if (ctx->driven != seen->driven) {
+        seen->driven = ctx->driven;
+        seen->at = now;
+    }
+    return seen->at != 0 && now - seen->at < PROGRESS_CALLER_NS;
 }
 
 /* Sleeps without the lock until the caller's window ends or the next tick
  * is due, whichever is first: not on the event fds, whose events the
  * caller's passes handle. */
-static void progress_doze(kvx_ctx_t *ctx, uint64_t now, uint64_t next_tick)
+static void progress_doze(kvx_ctx_t *ctx, uint64_t now, uint64_t next_tick,
+                          const progress_seen_t *seen)
 {
-    uint64_t until = ctx->driven_at + PROGRESS_CALLER_NS;
+    uint64_t until = seen->at + PROGRESS_CALLER_NS;
     struct timespec ts = { 0, 0 };
 
     until = until < next_tick ? until : next_tick;
@@ -143,6 +168,7 @@ static void *progress_main(void *arg)
 {
     kvx_ctx_t *ctx = arg;
     uint64_t next_tick = 0;
+    progress_seen_t seen = { 0, 0 };
     unsigned idle = 0;
 
     pthread_mutex_lock(&ctx->lock);
@@ -151,8 +177,8 @@ static void *progress_main(void *arg)
 
         if (progress_once(ctx, &next_tick, &now) > 0 || ctx->cfg.progress == CFG_PROGRESS_BUSY) {
             idle = 0;
-        } else if (progress_driven(ctx, now)) {
-            progress_doze(ctx, now, next_tick);
+        } else if (progress_driven(ctx, now, &seen)) {
+            progress_doze(ctx, now, next_tick, &seen);
             idle = 0; /* when the calls stop, spin and sleep as adaptive */
             continue;
         } else if (++idle >= PROGRESS_SPINS) {

@@ -331,7 +331,7 @@ ucs_status_t protocol_am_cb(void *arg, const void *header, size_t header_length,
                  (unsigned long long)m.hdr.nonce, peer->nonce_floor);
         return UCS_OK;
     }
-    peer->last_heard = kvx_now_ns();
+    peer->last_heard = ctx_pass_now(ctx);
     if (peer->lost && peer->role != ctx->role && !peer->ep_failed) {
         /* Heard again after being declared lost (a partition that healed):
          * the rooms that failed stay failed; new rooms may use it again. A

@@ -71,15 +71,18 @@ kvx_stage_t room_stage(const room_t *room)
 
 void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state)
 {
+    uint64_t now;
+
     if (room_terminal(room) || state <= room->state) {
         return;
     }
+    now = kvx_now_ns();
     kvx_rdebug(room->id, "%s -> %s", kvx_room_state_name(room->state), kvx_room_state_name(state));
     if (room->user_open && state == KVX_ROOM_SUCCESS && room->state == KVX_ROOM_TRANSFERRING) {
-        stats_hist_add(&ctx->stats->c.transfer_seconds, kvx_ns_to_s(room_age(room, kvx_now_ns())));
+        stats_hist_add(&ctx->stats->c.transfer_seconds, kvx_ns_to_s(room_age(room, now)));
     }
     room->state = state;
-    room->entered = kvx_now_ns();
+    room->entered = now;
 }
 
 void room_send_fail(kvx_ctx_t *ctx, room_t *room, peer_t *peer, uint64_t nonce, uint64_t not_before)

@@ -431,7 +431,7 @@ ucs_status_t unpack_am_cb(void *arg, const void *header, size_t header_length, v
     }
     peer = peer_of_rank(ctx, m.hdr.src_rank);
     if (peer != NULL) {
-        peer->last_heard = kvx_now_ns();
+        peer->last_heard = ctx_pass_now(ctx);
     }
     s = unpack_find(ctx, &m, length, &room);
     if (s == NULL) {
