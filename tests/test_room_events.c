@@ -285,6 +285,55 @@ Test(late, a_grant_to_a_room_the_prefill_closed, .init = pair_setup, .fini = pai
     cr_expect_eq(fake_ucx.puts, 0);
 }
 
+/* The race of repro_closegrant.mpi's one CI failure, step by step: the
+ * prefill closes a room before the decode's grant came; the decode opens
+ * its room before the close's FAIL reached it (the room fails on it, and
+ * the decode tells it back); the prefill opens the id again before the
+ * grant reached it. The grant is the closed room's: the new room answers
+ * it with the closed room's record and that nothing was written, drops
+ * the echo, and serves the decode's next room. It once adopted the grant,
+ * wrote into the pages of the decode room that had failed, failed on the
+ * echo with the closed room's reason, and left the decode's next room to
+ * its bootstrap deadline. */
+Test(late, a_room_opened_again_leaves_the_closed_rooms_grant_to_it, .init = pair_setup,
+     .fini = pair_teardown)
+{
+    const char *text = "closed by the application while BOOTSTRAPPING";
+    const uint32_t dst2[3] = { 0, 1, 2 };
+
+    cr_assert_eq(p_open(7, 3), KVX_OK);
+    cr_expect_eq(room_close(pr.P, 7), KVX_OK);
+    cr_assert_eq(d_open(7, DST, 3, -1), KVX_OK);
+    next(pr.D, MSG_FAIL);
+    expect_failure(pair_failure(pr.D, 7), KVX_ERR_ABORTED, KVX_STAGE_ABORT, 0, text);
+    /* The prefill opens the id again and hands its pages over. */
+    cr_assert_eq(p_open(7, 3), KVX_OK);
+    cr_assert_eq(p_chunk(7, SRC, 3, NULL), KVX_OK);
+    next(pr.P, MSG_PREALLOC);
+    cr_expect_eq(pair_state(pr.P, 7), KVX_ROOM_BOOTSTRAPPING,
+                 "the first decode room's grant is not the new room's");
+    cr_expect_eq(fake_ucx.puts, 0, "nothing written into the failed decode room's pages");
+    next(pr.P, MSG_FAIL);
+    cr_expect_eq(pair_state(pr.P, 7), KVX_ROOM_BOOTSTRAPPING, "the echo is dropped: %s",
+                 pair_failure(pr.P, 7).text);
+    next(pr.D, MSG_FAIL);
+    next(pr.D, MSG_DRAINED);
+    cr_expect_eq(pair_info(pr.D, 7).pages, KVX_PAGES_RELEASED);
+    expect_failure(pair_failure(pr.D, 7), KVX_ERR_ABORTED, KVX_STAGE_ABORT, 0, text);
+    /* The decode's next room with the id is the new prefill room's. */
+    cr_expect_eq(room_close(pr.D, 7), KVX_OK);
+    cr_assert_eq(d_open(7, dst2, 3, -1), KVX_OK);
+    pair_deliver(&pr);
+    cr_expect_eq(pair_state(pr.D, 7), KVX_ROOM_SUCCESS, "%s", pair_failure(pr.D, 7).text);
+    cr_expect_eq(pair_state(pr.P, 7), KVX_ROOM_SUCCESS, "%s", pair_failure(pr.P, 7).text);
+    cr_expect(pair_landed(&pr, SRC, dst2, 3));
+    for (int i = 0; i < 3; i++) {
+        cr_expect(pair_page_zero(&pr, DST[i]), "page %u of the first decode room untouched",
+                  DST[i]);
+    }
+    cr_expect_eq(pr.P->bad_msgs + pr.D->bad_msgs, 0);
+}
+
 /* Found by these tests, not fixed here (room lifetime is being reworked):
  * the decode tells the prefill's FAIL back (room_fail() notifies the other
  * side of every failure). When that echo reaches a prefill room that was

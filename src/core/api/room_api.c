@@ -143,25 +143,37 @@ static kvx_status_t room_api_check_total(kvx_ctx_t *ctx, uint64_t id, int decode
 }
 
 /* Opens the application's room over a shadow of early messages, if any,
- * and replays them. */
+ * and replays them. A closed prefill room of the id that still answers
+ * grants is moved aside and given back in *owing (NULL: none): the caller
+ * hands its debts to the new room once that has its targets
+ * (sender_take_prior()), then lets it go (room_api_let_go()). */
 static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side, int other,
-                                    room_t **room_p)
+                                    room_t **room_p, room_t **owing)
 {
     room_t *room = hmap_get(&ctx->rooms, id);
     early_t *next = NULL;
     unsigned nnext = 0;
     kvx_status_t status;
 
+    *owing = NULL;
     if (room != NULL && room->closed) {
+        int owes = side == KVX_ROLE_PREFILL && room_answers_grants(ctx, room);
+
         /* Messages the closed room kept for this incarnation are the new
          * room's, and so are its duties: from now on the new room answers
-         * the id's grants and takes its part in rounds (room_may_free()). */
+         * the id's grants and takes its part in rounds (room_may_free()).
+         * A grant the closed room still waits for is the closed room's,
+         * though: the new room answers it with the closed room's record. */
         next = room->early;
         nnext = room->nearly;
         room->early = NULL;
         room->nearly = 0;
         room->user_open = 0;
-        if (room_may_free(ctx, room)) {
+        if (owes) {
+            hmap_remove(&ctx->rooms, id);
+            sender_bury(ctx, room);
+            *owing = room;
+        } else if (room_may_free(ctx, room)) {
             room_free(ctx, room);
         } else {
             /* A closed room still referenced by UCX (or by the agreement
@@ -195,6 +207,16 @@ static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side
     room->user_open = 1;
     *room_p = room;
     return KVX_OK;
+}
+
+/* The closed room room_api_create() moved aside for its debts: freed now if
+ * nothing else holds it (room_may_free(); room_free() leaves the id's new
+ * room in the table), else by room_unref() as any room moved aside. */
+static void room_api_let_go(kvx_ctx_t *ctx, room_t *owing)
+{
+    if (owing != NULL && room_may_free(ctx, owing)) {
+        room_free(ctx, owing);
+    }
 }
 
 static void room_api_replay(kvx_ctx_t *ctx, room_t *room)
@@ -244,7 +266,7 @@ kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instanc
 {
     kvx_status_t status = ctx_enter(ctx);
     kvx_failure_t why;
-    room_t *room;
+    room_t *room, *owing = NULL;
 
     if (status != KVX_OK) {
         return room_api_no(id, status, "kvx_room_recv_open");
@@ -254,13 +276,14 @@ kvx_status_t kvx_room_recv_open(kvx_ctx_t *ctx, uint64_t id, int prefill_instanc
         status = room_api_check_pages(ctx, id, pages, npages, aux_slot, &why);
     }
     if (status == KVX_OK) {
-        status = room_api_create(ctx, id, KVX_ROLE_DECODE, prefill_instance, &room);
+        status = room_api_create(ctx, id, KVX_ROLE_DECODE, prefill_instance, &room, &owing);
         if (status == KVX_OK &&
             (status = receiver_open(ctx, room, pages, npages, aux_slot)) != KVX_OK) {
             room_free(ctx, room);
         } else if (status == KVX_OK) {
             room_api_opened(ctx, room);
         }
+        room_api_let_go(ctx, owing);
         if (status != KVX_OK) {
             room_pages_release(ctx, id, pages, npages, aux_slot, 0);
             failure_set_room(&why, id, status, KVX_STAGE_PREALLOC, NULL, "cannot open the room");
@@ -278,7 +301,7 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
 {
     kvx_status_t status = ctx_enter(ctx);
     kvx_failure_t why;
-    room_t *room;
+    room_t *room, *owing = NULL;
 
     if (status != KVX_OK) {
         return room_api_no(id, status, "kvx_room_send_open");
@@ -288,16 +311,20 @@ kvx_status_t kvx_room_send_open(kvx_ctx_t *ctx, uint64_t id, int decode_instance
         status = room_api_check_total(ctx, id, decode_instance, npages_total, &why);
     }
     if (status == KVX_OK) {
-        status = room_api_create(ctx, id, KVX_ROLE_PREFILL, decode_instance, &room);
+        status = room_api_create(ctx, id, KVX_ROLE_PREFILL, decode_instance, &room, &owing);
         if (status == KVX_OK && (status = sender_open(ctx, room, npages_total)) != KVX_OK) {
             room_free(ctx, room);
         }
         if (status != KVX_OK) {
             failure_set_room(&why, id, status, KVX_STAGE_BOOTSTRAP, NULL, "cannot open the room");
         } else {
+            if (owing != NULL) {
+                sender_take_prior(ctx, room, owing);
+            }
             room_api_replay(ctx, room);
             room_api_opened(ctx, room);
         }
+        room_api_let_go(ctx, owing);
     }
     room_api_leave(ctx, status == KVX_OK);
     if (status != KVX_OK) {

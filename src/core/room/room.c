@@ -212,7 +212,7 @@ void room_free(kvx_ctx_t *ctx, room_t *room)
 /* A closed prefill room whose grants did not all come yet keeps answering
  * them (FAIL, DRAINED) until they do or the bootstrap deadline passes: a
  * decode rank must never wait for a writer that forgot its room. */
-static int room_answers_grants(const kvx_ctx_t *ctx, const room_t *room)
+int room_answers_grants(const kvx_ctx_t *ctx, const room_t *room)
 {
     return room->side == KVX_ROLE_PREFILL && room->user_open && room->ngranted < room->ntargets &&
            kvx_now_ns() - room->entered <= ctx->cfg.bootstrap_timeout;

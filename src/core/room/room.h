@@ -62,6 +62,14 @@ typedef struct room {
     unsigned nreceived;
     uint64_t puts, bytes;
     int started;
+    /* prefill: the closed room of this id that this one replaced
+     * (room_api_create()) still owed answers to grants; the first grant from
+     * each decode rank it owed is that room's, answered with this record
+     * until prior_until (sender_on_prealloc(): a decode room opened before
+     * the close reached it may have failed on it already, its pages given
+     * back, and must not be adopted). NULL: none owed. */
+    kvx_failure_t *prior;
+    uint64_t prior_until;
     early_t *early;
     unsigned nearly;
     /* page safety (decode) */
@@ -173,6 +181,9 @@ void room_unref(kvx_ctx_t *ctx, room_t *room);
  * answering no grant (room.c says each condition and why). Every path that
  * frees a room the application opened asks it. */
 int room_may_free(const kvx_ctx_t *ctx, const room_t *room);
+/* A closed prefill room that has not heard every grant and answers them
+ * until its bootstrap deadline (room_may_free() says why). */
+int room_answers_grants(const kvx_ctx_t *ctx, const room_t *room);
 /* Frees the room if room_may_free() says so. */
 void room_release(kvx_ctx_t *ctx, room_t *room);
 void room_tick(kvx_ctx_t *ctx, uint64_t now);

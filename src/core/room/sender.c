@@ -1162,6 +1162,67 @@ static int sender_prealloc_fault(kvx_ctx_t *ctx, room_t *room, target_t *t)
     }
 }
 
+void sender_take_prior(kvx_ctx_t *ctx, room_t *room, const room_t *closed)
+{
+    unsigned owed = 0;
+
+    /* Only a room that failed can owe: one that succeeded heard every grant. */
+    for (unsigned i = 0; closed->state == KVX_ROOM_FAILED && i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        for (unsigned j = 0; j < closed->ntargets; j++) {
+            if (closed->targets[j].peer == t->peer && !closed->targets[j].granted) {
+                t->owes_prior = 1;
+                owed++;
+            }
+        }
+    }
+    if (owed == 0 || (room->prior = malloc(sizeof(*room->prior))) == NULL) {
+        for (unsigned i = 0; i < room->ntargets; i++) {
+            room->targets[i].owes_prior = 0; /* no memory: the grants are this room's */
+        }
+        return;
+    }
+    *room->prior = closed->failure;
+    room->prior_until = closed->entered + ctx->cfg.bootstrap_timeout;
+    kvx_rdebug(room->id, "the closed room of this id owes %u decode rank%s an answer to a grant",
+               owed, owed == 1 ? "" : "s");
+}
+
+/* A grant the replaced room owed (room->prior): answered as that room would
+ * have (its FAIL with this grant's incarnation, and that nothing was or
+ * will be written), never adopted; the next grant from the rank is this
+ * room's. The incarnation is dead here, so the decode's echo of its
+ * failure is dropped (sender_msg_stale()). */
+static int sender_answer_prior(kvx_ctx_t *ctx, room_t *room, target_t *t, const msg_t *m)
+{
+    size_t len;
+    void *fail;
+
+    if (!t->owes_prior) {
+        return 0;
+    }
+    t->owes_prior = 0;
+    if (room->prior == NULL || kvx_now_ns() > room->prior_until) {
+        return 0;
+    }
+    kvx_rdebug(room->id, "answering the grant of %s (nonce %llx) for the closed room of this id",
+               t->peer->name, (unsigned long long)m->hdr.nonce);
+    fail = msg_new_fail(ctx->rank, room->id, m->hdr.nonce, room->prior, &len);
+    if (fail != NULL) {
+        peer_send(ctx, t->peer, fail, len);
+    }
+    if (t->pair.writes) {
+        void *drained = msg_new(MSG_DRAINED, ctx->rank, room->id, m->hdr.nonce, &len);
+
+        if (drained != NULL) {
+            peer_send(ctx, t->peer, drained, len);
+        }
+    }
+    dead_add(ctx, m->hdr.nonce);
+    return 1;
+}
+
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m)
 {
     target_t *t = NULL;
@@ -1174,6 +1235,9 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         kvx_rwarn(room->id, "ignoring %s PREALLOC from %s",
                   t == NULL ? "an unexpected" : "a second", peer->name);
         ctx->bad_msgs++;
+        return;
+    }
+    if (sender_answer_prior(ctx, room, t, m)) {
         return;
     }
     t->nonce = m->hdr.nonce;
@@ -1282,6 +1346,8 @@ static void sender_side_tick(kvx_ctx_t *ctx, room_t *room, uint64_t now)
 static void sender_side_free(kvx_ctx_t *ctx, room_t *room)
 {
     sender_bury(ctx, room);
+    free(room->prior);
+    room->prior = NULL;
     for (unsigned t = 0; t < room->ntargets; t++) {
         free(room->targets[t].dst);
         free(room->targets[t].runs);

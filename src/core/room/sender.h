@@ -31,6 +31,11 @@ const char *sender_gated(const room_t *room, char *buf, size_t len);
  * ones that completed. */
 unsigned sender_poll_events(kvx_ctx_t *ctx);
 void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t *m);
+/* room replaces closed, a closed room of its id that still answers grants
+ * (room_api_create()): the first grant from each decode rank closed has not
+ * heard is closed's to answer (room->prior). Called once room's targets are
+ * set (sender_open()). */
+void sender_take_prior(kvx_ctx_t *ctx, room_t *room, const room_t *closed);
 void sender_on_received(kvx_ctx_t *ctx, room_t *room, peer_t *peer);
 /* The decode instance agreed the room FAILED with this root cause. */
 void sender_on_verdict(kvx_ctx_t *ctx, room_t *room, const kvx_failure_t *root);

@@ -35,6 +35,7 @@ typedef struct target {
     plan_pair_t pair;
     plan_geom_t geom;
     int granted;    /* its PREALLOC arrived */
+    int owes_prior; /* its next PREALLOC is the replaced room's to answer (room->prior) */
     uint64_t nonce; /* the decode room's incarnation, from its PREALLOC */
     uint32_t *dst;  /* granted destination pages */
     int64_t aux_slot;
