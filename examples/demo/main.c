@@ -16,10 +16,12 @@
 #include "demo.h"
 
 #include <mpi.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *dtype_name(kvx_dtype_t d)
 {
@@ -250,20 +252,44 @@ static int run(const demo_opts_t *o, int rank)
     return status;
 }
 
+/* A spawned replacement whose parent gave up on MPI_Comm_spawn (or died)
+ * would wait in MPI_Init for ever, and mpirun with it. */
+#define REPLACEMENT_INIT_DEADLINE_S 90
+
+static void replacement_init_expired(int sig)
+{
+    static const char msg[] = "kvx-demo: replacement: MPI_Init did not return within 90 s "
+                              "(the spawning rank gave up or is gone): exiting\n";
+    ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+
+    (void)sig;
+    (void)n;
+    _exit(1);
+}
+
 int main(int argc, char **argv)
 {
     demo_opts_t o;
-    int rank, size, status, provided = 0, replace = 0;
+    int rank, size, status, provided = 0, replace = 0, replacement = 0;
 
     /* --replace spawns from a thread of rank 0 while its main thread serves
      * on (replace.c): that needs MPI_THREAD_MULTIPLE. */
     for (int i = 1; i < argc; i++) {
         replace |= strcmp(argv[i], "--replace") == 0;
+        replacement |= strcmp(argv[i], "--replacement-of") == 0;
+    }
+    if (replacement) {
+        signal(SIGALRM, replacement_init_expired);
+        alarm(REPLACEMENT_INIT_DEADLINE_S);
     }
     if (replace) {
         MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     } else {
         MPI_Init(&argc, &argv);
+    }
+    if (replacement) {
+        alarm(0);
+        signal(SIGALRM, SIG_DFL);
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
