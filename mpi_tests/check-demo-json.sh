@@ -54,10 +54,16 @@ check "bytes moved, at a rate" '.bytes > 0 and .gbps > 0'
 check "kvx's counters (kvx_ctx_stats) match every rank's own records; no more bytes verified than moved" \
     '.counters.match == true and (.counters.mismatches | length) == 0 and
      (.bytes_verified | type == "number") and (.bytes_verified <= .bytes or .counters.bytes_complete == false)'
-check "latency: 0 < p50 <= p99" '.latency_ms.p50 > 0 and .latency_ms.p50 <= .latency_ms.p99'
-check "tail (last KV computed to agreed SUCCESS): 0 < p50 <= p99, within the latency" \
+# Both within the run. The tail is not bounded by the latency: a prefill may
+# compute a room's last KV before the decode pre-allocates it (4 ranks on 2
+# cores: tail p50 300-500 ms against latency p50 180-270 ms, before and
+# after 2026-12-07), and "tail p50 <= latency p99" failed under load.
+check "latency: 0 < p50 <= p99 <= the run" \
+    '.latency_ms.p50 > 0 and .latency_ms.p50 <= .latency_ms.p99 and
+     .latency_ms.p99 <= .seconds * 1000'
+check "tail (last KV computed to agreed SUCCESS): 0 < p50 <= p99 <= the run" \
     '.rooms_success == 0 or (.tail_ms.p50 > 0 and .tail_ms.p50 <= .tail_ms.p99 and
-                             .tail_ms.p50 <= .latency_ms.p99)'
+                             .tail_ms.p99 <= .seconds * 1000)'
 case $mode in
 layerwise) check "each layer handed over as computed" '.layerwise == true' ;;
 "") check "each step's chunk handed over once computed" '.layerwise == false' ;;
