@@ -334,17 +334,15 @@ Test(late, a_room_opened_again_leaves_the_closed_rooms_grant_to_it, .init = pair
     cr_expect_eq(pr.P->bad_msgs + pr.D->bad_msgs, 0);
 }
 
-/* Found by these tests, not fixed here (room lifetime is being reworked):
- * the decode tells the prefill's FAIL back (room_fail() notifies the other
- * side of every failure). When that echo reaches a prefill room that was
- * closed before its grant came, and is still kept to answer the grant, the
- * echo's incarnation is not buried yet (sender_bury() runs at room_free()),
- * so protocol_room_msg() keeps it as an early message for the next room
- * with the id; room_free() then leaves it in an unopened room, which fails
- * by its own deadline after KVX_BOOTSTRAP_TIMEOUT, and a room opened with
- * the id in the next KVX_BOOTSTRAP_TIMEOUT opens FAILED with "BOOTSTRAPPING
- * for 11.000 s waiting for the decode's pre-allocation (unopened room
- * deadline)", on both sides. Enable once the echo is dropped. */
+/* Found by these tests, and fixed since (protocol_closed_incarnation() drops
+ * the echo; the test runs): the decode tells the prefill's FAIL back (room_fail() notifies the
+ * other side of every failure). When that echo reaches a prefill room that was closed before its
+ * grant came, and is still kept to answer the grant, the echo's incarnation is not buried yet
+ * (sender_bury() runs at room_free()), so protocol_room_msg() keeps it as an early message for the
+ * next room with the id; room_free() then leaves it in an unopened room, which fails by its own
+ * deadline after KVX_BOOTSTRAP_TIMEOUT, and a room opened with the id in the next
+ * KVX_BOOTSTRAP_TIMEOUT opens FAILED with "BOOTSTRAPPING for 11.000 s waiting for the decode's
+ * pre-allocation (unopened room deadline)", on both sides. */
 Test(late, the_echo_of_a_closed_rooms_failure_is_not_kept, .init = pair_setup,
      .fini = pair_teardown)
 {

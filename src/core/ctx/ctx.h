@@ -155,8 +155,6 @@ void ctx_leave(kvx_ctx_t *ctx);
  * ctx_leave_bounded(). */
 kvx_status_t ctx_enter_bounded(kvx_ctx_t *ctx, uint64_t wait_ns, int *locked_p);
 void ctx_leave_bounded(kvx_ctx_t *ctx, int locked);
-/* Lists a block that a UCX request's callback will free (once the request
- * is in flight), and unlists it in that callback (ctx->lock held). */
 /* The time for what happens within one progress pass -- a message heard, the
  * outbox sent: read once per pass, and only by a pass that needs it (reading
  * the clock was a tenth of a prefill rank's time with 16 KiB rooms,
@@ -175,6 +173,8 @@ static inline uint64_t ctx_pass_now(kvx_ctx_t *ctx)
     return ctx->pass_now;
 }
 
+/* Lists a block that a UCX request's callback will free (once the request
+ * is in flight), and unlists it in that callback (ctx->lock held). */
 static inline void ctx_hold(kvx_ctx_t *ctx, ctx_held_t *h)
 {
     h->prev = NULL;
