@@ -255,11 +255,13 @@ static int run(const demo_opts_t *o, int rank)
 /* A spawned replacement whose parent gave up on MPI_Comm_spawn (or died)
  * would wait in MPI_Init for ever, and mpirun with it. */
 #define REPLACEMENT_INIT_DEADLINE_S 90
+#define DEMO_STR_(x)                #x
+#define DEMO_STR(x)                 DEMO_STR_(x)
 
 static void replacement_init_expired(int sig)
 {
-    static const char msg[] = "kvx-demo: replacement: MPI_Init did not return within 90 s "
-                              "(the spawning rank gave up or is gone): exiting\n";
+    static const char msg[] = "kvx-demo: replacement: MPI_Init did not return within " DEMO_STR(
+        REPLACEMENT_INIT_DEADLINE_S) " s (the spawning rank gave up or is gone): exiting\n";
     ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
 
     (void)sig;

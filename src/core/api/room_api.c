@@ -169,21 +169,19 @@ static kvx_status_t room_api_create(kvx_ctx_t *ctx, uint64_t id, kvx_role_t side
         room->early = NULL;
         room->nearly = 0;
         room->user_open = 0;
-        if (owes) {
-            hmap_remove(&ctx->rooms, id);
-            sender_bury(ctx, room);
-            *owing = room;
-        } else if (room_may_free(ctx, room)) {
+        if (!owes && room_may_free(ctx, room)) {
             room_free(ctx, room);
         } else {
             /* A closed room still referenced by UCX (or by the agreement
-             * vector, or a round in flight) keeps its memory; its id moves
-             * aside so the new room can have it, and room_unref() frees it.
-             * Only rooms in the table are looked at again: one kept by a
-             * slot or a round alone, with no UCX reference, is never freed,
-             * not even by destroy (a leak, left as it was). */
+             * vector, or a round in flight), or owing answers, keeps its
+             * memory; its id moves aside so the new room can have it, and
+             * room_unref() (or room_api_let_go(), for one that owes) frees
+             * it. Only rooms in the table are looked at again: one kept by
+             * a slot or a round alone, with no UCX reference, is never
+             * freed, not even by destroy (a leak, left as it was). */
             hmap_remove(&ctx->rooms, id);
             sender_bury(ctx, room);
+            *owing = owes ? room : NULL;
         }
         room = NULL;
     }

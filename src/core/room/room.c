@@ -85,14 +85,20 @@ void room_set_state(kvx_ctx_t *ctx, room_t *room, kvx_room_state_t state)
     room->entered = now;
 }
 
-void room_send_fail(kvx_ctx_t *ctx, room_t *room, peer_t *peer, uint64_t nonce, uint64_t not_before)
+void room_send_failure(kvx_ctx_t *ctx, const room_t *room, const kvx_failure_t *f, peer_t *peer,
+                       uint64_t nonce, uint64_t not_before)
 {
     size_t len;
-    void *m = msg_new_fail(ctx->rank, room->id, nonce, &room->failure, &len);
+    void *m = msg_new_fail(ctx->rank, room->id, nonce, f, &len);
 
     if (m != NULL) {
         peer_send_at(ctx, peer, m, len, not_before);
     }
+}
+
+void room_send_fail(kvx_ctx_t *ctx, room_t *room, peer_t *peer, uint64_t nonce, uint64_t not_before)
+{
+    room_send_failure(ctx, room, &room->failure, peer, nonce, not_before);
 }
 
 /* Tells every peer on the other side of the room why it failed. */

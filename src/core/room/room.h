@@ -142,6 +142,9 @@ struct peer;
  * before not_before (0: now). */
 void room_send_fail(kvx_ctx_t *ctx, room_t *room, struct peer *peer, uint64_t nonce,
                     uint64_t not_before);
+/* The same with another record f (a closed room's, room->prior). */
+void room_send_failure(kvx_ctx_t *ctx, const room_t *room, const kvx_failure_t *f,
+                       struct peer *peer, uint64_t nonce, uint64_t not_before);
 
 room_t *room_find(kvx_ctx_t *ctx, uint64_t id);
 /* Walks the room table, in table order:

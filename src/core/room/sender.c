@@ -69,14 +69,20 @@ kvx_status_t sender_open(kvx_ctx_t *ctx, room_t *room, size_t npages_total)
     return KVX_OK;
 }
 
-static void sender_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type)
+/* A control message to t's decode rank about incarnation nonce. */
+static void sender_send_to(kvx_ctx_t *ctx, target_t *t, msg_type_t type, uint64_t nonce)
 {
     size_t len;
-    void *m = msg_new(type, ctx->rank, t->room->id, t->nonce, &len);
+    void *m = msg_new(type, ctx->rank, t->room->id, nonce, &len);
 
     if (m != NULL) {
         peer_send(ctx, t->peer, m, len);
     }
+}
+
+static void sender_send(kvx_ctx_t *ctx, target_t *t, msg_type_t type)
+{
+    sender_send_to(ctx, t, type, t->nonce);
 }
 
 void sender_fail(kvx_ctx_t *ctx, target_t *t, kvx_status_t status, kvx_stage_t stage,
@@ -1164,29 +1170,26 @@ static int sender_prealloc_fault(kvx_ctx_t *ctx, room_t *room, target_t *t)
 
 void sender_take_prior(kvx_ctx_t *ctx, room_t *room, const room_t *closed)
 {
-    unsigned owed = 0;
-
-    /* Only a room that failed can owe: one that succeeded heard every grant. */
-    for (unsigned i = 0; closed->state == KVX_ROOM_FAILED && i < room->ntargets; i++) {
-        target_t *t = &room->targets[i];
-
-        for (unsigned j = 0; j < closed->ntargets; j++) {
-            if (closed->targets[j].peer == t->peer && !closed->targets[j].granted) {
-                t->owes_prior = 1;
-                owed++;
-            }
-        }
-    }
-    if (owed == 0 || (room->prior = malloc(sizeof(*room->prior))) == NULL) {
-        for (unsigned i = 0; i < room->ntargets; i++) {
-            room->targets[i].owes_prior = 0; /* no memory: the grants are this room's */
-        }
+    /* Only a room that failed can owe: one that succeeded heard every
+     * grant. Without memory for the record the grants are this room's. */
+    if (closed->state != KVX_ROOM_FAILED || (room->prior = malloc(sizeof(*room->prior))) == NULL) {
         return;
     }
     *room->prior = closed->failure;
+    /* Until the closed room itself would have stopped answering
+     * (room_answers_grants()). */
     room->prior_until = closed->entered + ctx->cfg.bootstrap_timeout;
-    kvx_rdebug(room->id, "the closed room of this id owes %u decode rank%s an answer to a grant",
-               owed, owed == 1 ? "" : "s");
+    for (unsigned i = 0; i < room->ntargets; i++) {
+        target_t *t = &room->targets[i];
+
+        for (unsigned j = 0; j < closed->ntargets; j++) {
+            t->owes_prior |= closed->targets[j].peer == t->peer && !closed->targets[j].granted;
+        }
+        if (t->owes_prior) {
+            kvx_rdebug(room->id, "the closed room of this id owes %s an answer to its grant",
+                       t->peer->name);
+        }
+    }
 }
 
 /* A grant the replaced room owed (room->prior): answered as that room would
@@ -1196,9 +1199,6 @@ void sender_take_prior(kvx_ctx_t *ctx, room_t *room, const room_t *closed)
  * failure is dropped (sender_msg_stale()). */
 static int sender_answer_prior(kvx_ctx_t *ctx, room_t *room, target_t *t, const msg_t *m)
 {
-    size_t len;
-    void *fail;
-
     if (!t->owes_prior) {
         return 0;
     }
@@ -1208,16 +1208,9 @@ static int sender_answer_prior(kvx_ctx_t *ctx, room_t *room, target_t *t, const 
     }
     kvx_rdebug(room->id, "answering the grant of %s (nonce %llx) for the closed room of this id",
                t->peer->name, (unsigned long long)m->hdr.nonce);
-    fail = msg_new_fail(ctx->rank, room->id, m->hdr.nonce, room->prior, &len);
-    if (fail != NULL) {
-        peer_send(ctx, t->peer, fail, len);
-    }
+    room_send_failure(ctx, room, room->prior, t->peer, m->hdr.nonce, 0);
     if (t->pair.writes) {
-        void *drained = msg_new(MSG_DRAINED, ctx->rank, room->id, m->hdr.nonce, &len);
-
-        if (drained != NULL) {
-            peer_send(ctx, t->peer, drained, len);
-        }
+        sender_send_to(ctx, t, MSG_DRAINED, m->hdr.nonce);
     }
     dead_add(ctx, m->hdr.nonce);
     return 1;
@@ -1245,14 +1238,9 @@ void sender_on_prealloc(kvx_ctx_t *ctx, room_t *room, peer_t *peer, const msg_t 
         /* The room failed before the grant came: the FAIL sent then could
          * not name this decode room's incarnation; say it again, and that
          * nothing was or will be written. */
-        size_t len;
-        void *fail = msg_new_fail(ctx->rank, room->id, t->nonce, &room->failure, &len);
-
         t->granted = 1;
         room->ngranted++;
-        if (fail != NULL) {
-            peer_send(ctx, peer, fail, len);
-        }
+        room_send_fail(ctx, room, peer, t->nonce, 0);
         if (t->pair.writes) {
             sender_send_drained(ctx, t);
         }
