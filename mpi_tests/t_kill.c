@@ -31,8 +31,9 @@
  *                   complete byte-exact.
  *
  * Survivors cannot use MPI_COMM_WORLD once a rank died (any collective would
- * hang), so each writes $KVXT_OUT/result.<rank>; the case's post step checks
- * them (mpirun exits 0 under --enable-recovery whatever happened).
+ * hang), so each writes $KVXT_OUT/result.<rank> once its context is
+ * destroyed; the case's post step checks them (mpirun exits 0 under
+ * --enable-recovery whatever happened).
  */
 #include <kvx.h>
 
@@ -226,13 +227,15 @@ static double detect_bound(void)
     return bound;
 }
 
-/* Writes what this survivor saw; the case's post step reads it. */
+/* What this survivor saw, for its result (written by main once the context
+ * is destroyed; the case's post step reads it). */
+static char result_line[512];
+
+/* Keeps what this survivor saw. */
 static void report(room_slot_t *rooms, int victim_rank, const char *victim_name)
 {
-    char path[4096];
     double t_kill = read_kill_time(), worst = 0;
     int ok = 0, failed = 0;
-    FILE *f;
 
     for (int r = 0; r < ROOMS; r++) {
         room_slot_t *s = &rooms[r];
@@ -267,17 +270,10 @@ static void report(room_slot_t *rooms, int victim_rank, const char *victim_name)
              "a room failed %.3f s after the kill (bound %.1f s: 1 s x KVXT_TIMEOUT_SCALE x load "
              "factor %.2f)",
              worst, detect_bound(), tl_load_factor());
-    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
-    f = fopen(path, "w");
-    if (f != NULL) {
-        fprintf(f,
-                "%s rank %d: %d rooms SUCCESS, %d FAILED with the lost reason, slowest "
-                "detection %.0f ms after the kill\n",
-                tl_failures == 0 ? "OK" : "FAIL", tl_rank, ok, failed, worst * 1e3);
-        fclose(f);
-    }
-    printf("rank %d: %d SUCCESS, %d FAILED, slowest %.0f ms after the kill%s\n", tl_rank, ok,
-           failed, worst * 1e3, tl_failures ? " -- FAILED CHECKS" : "");
+    snprintf(result_line, sizeof(result_line),
+             "%d rooms SUCCESS, %d FAILED with the lost reason, slowest detection %.0f ms after "
+             "the kill",
+             ok, failed, worst * 1e3);
 }
 
 static void scenario_decode(void)
@@ -358,8 +354,6 @@ static void scenario_agreed(void)
     const char *victim_name = "decode[0].tp1 (rank 3)";
     room_slot_t rooms[ROOMS];
     int victim = 3, ok = 0, failed_local = 0;
-    char path[4096];
-    FILE *f;
 
     prepare(rooms);
     send_rooms(rooms);
@@ -433,15 +427,9 @@ static void scenario_agreed(void)
         }
         ok += s->concluded && s->state == KVX_ROOM_SUCCESS;
     }
-    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
-    f = fopen(path, "w");
-    if (f != NULL) {
-        fprintf(f, "%s rank %d: %d rooms agreed SUCCESS (%d had failed here by the loss of %s)\n",
-                tl_failures == 0 ? "OK" : "FAIL", tl_rank, ok, failed_local, victim_name);
-        fclose(f);
-    }
-    printf("rank %d: %d rooms agreed SUCCESS, %d failed locally first%s\n", tl_rank, ok,
-           failed_local, tl_failures ? " -- FAILED CHECKS" : "");
+    snprintf(result_line, sizeof(result_line),
+             "%d rooms agreed SUCCESS (%d had failed here by the loss of %s)", ok, failed_local,
+             victim_name);
 }
 
 /* Prefill TP 1 (rank 1) dies after the decode instance agreed the first
@@ -455,8 +443,6 @@ static void scenario_sibling(void)
     const char *victim_name = "prefill[0].tp1 (rank 1)";
     room_slot_t rooms[ROOMS];
     int victim = 1, ok = 0, failed = 0;
-    char path[4096];
-    FILE *f;
 
     prepare(rooms);
     if (id.role == KVX_ROLE_PREFILL) {
@@ -523,16 +509,9 @@ static void scenario_sibling(void)
                  kvx_role_name(why.origin_role), why.origin_rank, why.text);
         failed += s->state == KVX_ROOM_FAILED;
     }
-    snprintf(path, sizeof(path), "%s/result.%d", getenv("KVXT_OUT"), tl_rank);
-    f = fopen(path, "w");
-    if (f != NULL) {
-        fprintf(f,
-                "%s rank %d: %d rooms SUCCESS, %d FAILED with the decode's reason (loss of %s)\n",
-                tl_failures == 0 ? "OK" : "FAIL", tl_rank, ok, failed, victim_name);
-        fclose(f);
-    }
-    printf("rank %d: %d SUCCESS, %d FAILED%s\n", tl_rank, ok, failed,
-           tl_failures ? " -- FAILED CHECKS" : "");
+    snprintf(result_line, sizeof(result_line),
+             "%d rooms SUCCESS, %d FAILED with the decode's reason (loss of %s)", ok, failed,
+             victim_name);
 }
 
 /* messages: the decode asked the killed prefill for data messages (over
@@ -578,6 +557,8 @@ static void scenario_prefill(int messages)
 
 int main(int argc, char **argv)
 {
+    kvx_status_t st;
+
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &tl_rank);
     if (argc > 1 && strcmp(argv[1], "decode") == 0) {
@@ -593,8 +574,14 @@ int main(int argc, char **argv)
         return 2;
     }
     /* Destroy waits only for live peers; MPI_Finalize with a dead rank is
-     * what --enable-recovery is for. */
-    kvx_ctx_destroy(ctx);
+     * what --enable-recovery is for. The result is written once destroy
+     * returned: a survivor that crashes or hangs tearing down its context
+     * (endpoints and workers to the dead peer) fails the case. */
+    st = kvx_ctx_destroy(ctx);
+    TL_CHECK(st == KVX_OK, "kvx_ctx_destroy: %s", kvx_status_name(st));
+    if (result_line[0] != '\0') {
+        tl_result(result_line);
+    }
     MPI_Finalize();
     return tl_failures == 0 ? 0 : 1;
 }
