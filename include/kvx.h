@@ -868,7 +868,9 @@ KVX_API kvx_status_t kvx_room_send_layers(kvx_ctx_t *ctx, uint64_t room_id, cons
  * the progress thread would (UCX callbacks then run on the calling thread,
  * with the context's lock held): an application that polls in a loop drives
  * its rooms instead of starving the thread (KVX_PROGRESS=caller goes further:
- * docs/perf/notes/2026-12-07-overhead.md).
+ * docs/perf/notes/2026-12-07-overhead.md). A poll skips that pass when one
+ * ran since the room was last polled: polling N rooms in turn makes one
+ * pass per round, and two polls of one room always have a pass between them.
  * @return KVX_OK, KVX_ERR_NO_ROOM or KVX_ERR_INVALID_HANDLE.
  */
 KVX_API kvx_status_t kvx_room_poll(kvx_ctx_t *ctx, uint64_t room_id, kvx_room_state_t *state_p);

@@ -389,7 +389,10 @@ kvx_status_t kvx_room_send_layers(kvx_ctx_t *ctx, uint64_t id, const uint32_t *p
 }
 
 /* Finds an open room for a query; KVX_ERR_NO_ROOM when there is none. With
- * drive, the caller first progresses the workers (progress_drive()). */
+ * drive (a poll), the caller first progresses the workers (progress_drive())
+ * unless a pass ran since it last polled the room: an application that
+ * polls its rooms in turn makes one pass per round, not one per room, and
+ * every room still sees a pass between two of its polls. */
 static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, const char *what,
                                  int drive)
 {
@@ -398,10 +401,13 @@ static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, c
     if (status != KVX_OK) {
         return room_api_no(id, status, what);
     }
-    if (drive) {
-        progress_drive(ctx, 0);
-    }
     *room_p = room_find(ctx, id);
+    if (drive && (*room_p == NULL || (*room_p)->polled == ctx->passes) && progress_drive(ctx, 0)) {
+        *room_p = room_find(ctx, id);
+    }
+    if (drive && *room_p != NULL) {
+        (*room_p)->polled = ctx->passes;
+    }
     if (*room_p == NULL || !(*room_p)->user_open) {
         ctx_leave(ctx);
         return room_api_no(id, KVX_ERR_NO_ROOM, what);

@@ -89,6 +89,10 @@ struct kvx_ctx {
     /* Passes API threads made (progress_drive()): the thread reads the count,
      * not a clock, to tell that the application drives. */
     uint64_t driven;
+    /* Progress passes made, by the thread or an API thread (progress_pass()):
+     * kvx_room_poll() makes one only when none ran since it last looked at
+     * the room (room_t.polled). */
+    uint64_t passes;
     /* The clock of the progress pass running (0: not read yet in this pass);
      * in_pass while one runs (ctx_pass_now()). */
     uint64_t pass_now;

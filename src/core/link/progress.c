@@ -47,6 +47,7 @@ static unsigned progress_pass(kvx_ctx_t *ctx)
 
     ctx->in_pass = 1;
     ctx->pass_now = 0;
+    ctx->passes++;
     n = kucx_progress(&ctx->ucx);
 
     if (ctx->cancel_eps) {

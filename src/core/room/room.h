@@ -41,6 +41,7 @@ typedef struct room {
     uint64_t opened, entered; /* when opened, when the state was entered (ns) */
     unsigned refs;            /* UCX operations still referencing the room */
     int closed;               /* closed by the application; freed when refs drops to 0 */
+    uint64_t polled;          /* ctx->passes when kvx_room_poll() last looked */
     /* decode */
     uint32_t *pages;
     size_t npages;
