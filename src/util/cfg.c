@@ -135,8 +135,8 @@ static const cfg_row_t cfg_table[] = {
       "Who progresses UCX and how the progress thread waits: adaptive (the thread spins briefly, "
       "then sleeps on the UCX event fd; kvx_room_poll progresses too), busy (the thread never "
       "sleeps; one core per rank) or caller (for an application that polls its rooms in a loop: "
-      "every room call progresses, and the thread dozes while the calls go on, taking over "
-      "within 2 ms of the last one).",
+      "every room call progresses, a poll unless a pass ran since it last polled that room, and "
+      "the thread dozes while the calls go on, taking over within 2 ms of the last one).",
       CFG_FIELD(progress), cfg_progress_modes, 0, 0 },
     { "KVX_STAGING_BYTES", CFG_SIZE, "32M",
       "Registered host memory a rank sets aside, when its TP ratio or the staged path needs it, "
