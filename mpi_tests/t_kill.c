@@ -227,11 +227,8 @@ static double detect_bound(void)
     return bound;
 }
 
-/* What this survivor saw, for its result (written by main once the context
- * is destroyed; the case's post step reads it). */
-static char result_line[512];
-
-/* Keeps what this survivor saw. */
+/* Keeps what this survivor saw, for its result (written by main once the
+ * context is destroyed; the case's post step reads it). */
 static void report(room_slot_t *rooms, int victim_rank, const char *victim_name)
 {
     double t_kill = read_kill_time(), worst = 0;
@@ -270,7 +267,7 @@ static void report(room_slot_t *rooms, int victim_rank, const char *victim_name)
              "a room failed %.3f s after the kill (bound %.1f s: 1 s x KVXT_TIMEOUT_SCALE x load "
              "factor %.2f)",
              worst, detect_bound(), tl_load_factor());
-    snprintf(result_line, sizeof(result_line),
+    snprintf(tl_kept(), TL_KEPT_LEN,
              "%d rooms SUCCESS, %d FAILED with the lost reason, slowest detection %.0f ms after "
              "the kill",
              ok, failed, worst * 1e3);
@@ -427,7 +424,7 @@ static void scenario_agreed(void)
         }
         ok += s->concluded && s->state == KVX_ROOM_SUCCESS;
     }
-    snprintf(result_line, sizeof(result_line),
+    snprintf(tl_kept(), TL_KEPT_LEN,
              "%d rooms agreed SUCCESS (%d had failed here by the loss of %s)", ok, failed_local,
              victim_name);
 }
@@ -509,7 +506,7 @@ static void scenario_sibling(void)
                  kvx_role_name(why.origin_role), why.origin_rank, why.text);
         failed += s->state == KVX_ROOM_FAILED;
     }
-    snprintf(result_line, sizeof(result_line),
+    snprintf(tl_kept(), TL_KEPT_LEN,
              "%d rooms SUCCESS, %d FAILED with the decode's reason (loss of %s)", ok, failed,
              victim_name);
 }
@@ -557,8 +554,6 @@ static void scenario_prefill(int messages)
 
 int main(int argc, char **argv)
 {
-    kvx_status_t st;
-
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &tl_rank);
     if (argc > 1 && strcmp(argv[1], "decode") == 0) {
@@ -577,11 +572,7 @@ int main(int argc, char **argv)
      * what --enable-recovery is for. The result is written once destroy
      * returned: a survivor that crashes or hangs tearing down its context
      * (endpoints and workers to the dead peer) fails the case. */
-    st = kvx_ctx_destroy(ctx);
-    TL_CHECK(st == KVX_OK, "kvx_ctx_destroy: %s", kvx_status_name(st));
-    if (result_line[0] != '\0') {
-        tl_result(result_line);
-    }
+    tl_destroy_and_result(ctx);
     MPI_Finalize();
     return tl_failures == 0 ? 0 : 1;
 }

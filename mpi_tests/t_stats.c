@@ -101,7 +101,7 @@ static void want_job(const char *line)
 static void finish(const char *what)
 {
     fclose(expect);
-    tl_result(what);
+    tl_result_keep(what);
 }
 
 /* Health, once the progress thread ticked: OK with no reason. */
@@ -551,8 +551,8 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    /* The metrics file is written once more here. */
-    kvx_ctx_destroy(job.ctx);
+    /* The metrics file is written once more here; the result after it. */
+    tl_destroy_and_result(job.ctx);
     MPI_Finalize();
     return tl_failures == 0 ? 0 : 1;
 }

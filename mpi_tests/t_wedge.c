@@ -188,7 +188,7 @@ static void run_decode(void)
     snprintf(line, sizeof(line),
              "prefill[1] lost in wave %d of %d; %d rooms of prefill[0] SUCCESS after it", lost_wave,
              WAVES, after);
-    tl_result(line);
+    tl_result_keep(line);
 }
 
 static void run_prefill(void)
@@ -233,7 +233,7 @@ static void run_prefill(void)
         pause(); /* the killer comes */
     }
     snprintf(line, sizeof(line), "%d waves of %d rooms SUCCESS", waves, PER_WAVE);
-    tl_result(line);
+    tl_result_keep(line);
 }
 
 int main(int argc, char **argv)
@@ -258,7 +258,7 @@ int main(int argc, char **argv)
     } else {
         run_prefill();
     }
-    kvx_ctx_destroy(job.ctx);
+    tl_destroy_and_result(job.ctx);
     MPI_Finalize();
     return tl_failures == 0 ? 0 : 1;
 }

@@ -100,6 +100,34 @@ static inline void tl_result(const char *line)
     printf("rank %d: %s%s\n", tl_rank, line, tl_failures ? " -- FAILED CHECKS" : "");
 }
 
+/* The result line of a survivor, kept until its context is destroyed. */
+#define TL_KEPT_LEN 512
+static inline char *tl_kept(void)
+{
+    static char line[TL_KEPT_LEN];
+
+    return line;
+}
+
+static inline void tl_result_keep(const char *line)
+{
+    snprintf(tl_kept(), TL_KEPT_LEN, "%s", line);
+}
+
+/* Destroys ctx, then writes the kept result (if any): a survivor that
+ * crashes or hangs tearing its context down (endpoints and workers to a
+ * dead peer) leaves none, and the case fails even where mpirun exits 0
+ * (--enable-recovery). */
+static inline void tl_destroy_and_result(kvx_ctx_t *ctx)
+{
+    kvx_status_t st = kvx_ctx_destroy(ctx);
+
+    TL_CHECK(st == KVX_OK, "kvx_ctx_destroy: %s", kvx_status_name(st));
+    if (tl_kept()[0] != '\0') {
+        tl_result(tl_kept());
+    }
+}
+
 static inline uint64_t tl_rng(uint64_t *s)
 {
     *s += 0x9e3779b97f4a7c15ull;
