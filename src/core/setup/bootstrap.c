@@ -890,9 +890,11 @@ int bootstrap_close_endpoints(kvx_ctx_t *ctx)
          * run also caught a SEGV inside ucp_worker_destroy in a t_kill case
          * with none in flight (its report kept only the frames of UCX's
          * signal handler). kvx does not count every such request, so the
-         * workers of a lost peer without error handling are left like an
-         * unreachable peer's. */
-        if (unreachable || stuck) {
+         * workers of a peer lost without error handling and without a
+         * goodbye (it died) are left like an unreachable peer's. One that
+         * said goodbye flushed its side first (a joiner that left, retired):
+         * only operations kvx counts can still be in flight to it. */
+        if (unreachable || (stuck && (!peer->bye || peer->inflight_ops > 0))) {
             left++;
             if (o < sizeof(names)) {
                 o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "",
@@ -929,8 +931,8 @@ int bootstrap_close_endpoints(kvx_ctx_t *ctx)
     }
     if (left > 0) {
         kvx_info("destroy: left open the endpoints to %s (unreachable, or lost without error "
-                 "handling: operations to it may never complete), and so the UCX workers and "
-                 "context (UCX 1.13 aborts or crashes when it closes them)",
+                 "handling or goodbye: operations to it may never complete), and so the UCX "
+                 "workers and context (UCX 1.13 aborts or crashes when it closes them)",
                  names);
     }
     return left;
