@@ -222,7 +222,12 @@ static void scenario_inject(void)
                "prefill's injected failure\n",
                tl_rank, j.id.tp_rank, t_local ? (t_local - t_fail) * 1e3 : -1.0,
                (t_agreed - t_fail) * 1e3);
-        TL_CHECK(t_agreed - t_fail < 0.1, "decode learned after %.3f s", t_agreed - t_fail);
+        /* 0.1 s, wider under sanitizers and load (testlib.h): CI's TSan
+         * run read 0.129 s with another sanitizer build running beside it. */
+        double bound = 0.1 * tl_timeout_scale() * tl_load_factor();
+
+        TL_CHECK(t_agreed - t_fail < bound, "decode learned after %.3f s (bound %.3f s)",
+                 t_agreed - t_fail, bound);
     }
     free(all);
     kvx_ctx_destroy(j.ctx);

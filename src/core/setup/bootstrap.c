@@ -880,21 +880,20 @@ int bootstrap_close_endpoints(kvx_ctx_t *ctx)
          * unreachable peer's endpoints are left open, with their keys. */
         int stuck = (peer->lost && !peer->peer_mode) || unreachable;
 
-        /* Without error handling nothing to a lost peer is ever cancelled:
-         * data messages (a rendezvous waits for the dead receiver), the
-         * flush after its puts, control messages, a read of its data. UCX
-         * 1.13 crashes destroying a worker that still holds such a request:
-         * it describes the leaked request with ucp_proto_config_info_str(),
-         * which reads freed protocol state (SEGV under ASan and TSan in
-         * demo_kill.mpi, rank 0, with data messages in flight). CI's TSan
-         * run also caught a SEGV inside ucp_worker_destroy in a t_kill case
-         * with none in flight (its report kept only the frames of UCX's
-         * signal handler). kvx does not count every such request, so the
-         * workers of a peer lost without error handling and without a
-         * goodbye (it died) are left like an unreachable peer's. One that
-         * said goodbye flushed its side first (a joiner that left, retired):
-         * only operations kvx counts can still be in flight to it. */
-        if (unreachable || (stuck && (!peer->bye || peer->inflight_ops > 0))) {
+        /* Data messages to a peer that died on shared memory never complete
+         * (a rendezvous waits for the dead receiver), and UCX 1.13 crashes
+         * destroying a worker that still holds such a send: it describes
+         * the leaked request with ucp_proto_config_info_str(), which reads
+         * freed protocol state (SEGV under ASan and TSan in demo_kill.mpi,
+         * rank 0). Such workers are left like an unreachable peer's. Not
+         * every lost peer's: left workers keep UCX's async thread running
+         * to the process's exit, where libucs's destructor destroys a lock
+         * that thread still takes (TSan reported it in t_kill and t_join
+         * cases when they all were left). CI's TSan run once caught a SEGV inside
+         * ucp_worker_destroy in a t_kill case with nothing counted in
+         * flight (the flush after the puts, control messages and reads of
+         * its data are not counted): still open. */
+        if (unreachable || (stuck && peer->inflight_ops > 0)) {
             left++;
             if (o < sizeof(names)) {
                 o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "",
@@ -930,9 +929,9 @@ int bootstrap_close_endpoints(kvx_ctx_t *ctx)
         }
     }
     if (left > 0) {
-        kvx_info("destroy: left open the endpoints to %s (unreachable, or lost without error "
-                 "handling or goodbye: operations to it may never complete), and so the UCX "
-                 "workers and context (UCX 1.13 aborts or crashes when it closes them)",
+        kvx_info("destroy: left open the endpoints to %s (unreachable, or lost with operations "
+                 "in flight), and so the UCX workers and context (UCX 1.13 aborts or crashes "
+                 "when it closes them)",
                  names);
     }
     return left;
