@@ -889,11 +889,13 @@ int bootstrap_close_endpoints(kvx_ctx_t *ctx)
          * every lost peer's: left workers keep UCX's async thread running
          * to the process's exit, where libucs's destructor destroys a lock
          * that thread still takes (TSan reported it in t_kill and t_join
-         * cases when they all were left). CI's TSan run once caught a SEGV inside
-         * ucp_worker_destroy in a t_kill case with nothing counted in
-         * flight (the flush after the puts, control messages and reads of
-         * its data are not counted): still open. */
-        if (unreachable || (stuck && peer->inflight_ops > 0)) {
+         * cases when they all were left). Data messages being received
+         * (ctx->landing) from a peer that died never complete either, and
+         * destroying the worker then crashes purging the dead peer's
+         * endpoint (SEGV in uct_md_mem_dereg from ucp_request_memory_dereg,
+         * ucp_ep_purge_lanes; the decode of kill_prefill_msgs.mpi, CI): with
+         * any such receive left, a lost peer's workers are left too. */
+        if (unreachable || (stuck && (peer->inflight_ops > 0 || ctx->landing > 0))) {
             left++;
             if (o < sizeof(names)) {
                 o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s", o ? ", " : "",
