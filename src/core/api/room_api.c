@@ -402,11 +402,13 @@ static kvx_status_t room_api_get(kvx_ctx_t *ctx, uint64_t id, room_t **room_p, c
         return room_api_no(id, status, what);
     }
     *room_p = room_find(ctx, id);
-    if (drive && (*room_p == NULL || (*room_p)->polled == ctx->passes) && progress_drive(ctx, 0)) {
-        *room_p = room_find(ctx, id);
-    }
-    if (drive && *room_p != NULL) {
-        (*room_p)->polled = ctx->passes;
+    if (drive) {
+        if ((*room_p == NULL || (*room_p)->polled == ctx->passes) && progress_drive(ctx, 0)) {
+            *room_p = room_find(ctx, id);
+        }
+        if (*room_p != NULL) {
+            (*room_p)->polled = ctx->passes;
+        }
     }
     if (*room_p == NULL || !(*room_p)->user_open) {
         ctx_leave(ctx);

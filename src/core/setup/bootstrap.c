@@ -885,16 +885,12 @@ int bootstrap_close_endpoints(kvx_ctx_t *ctx)
          * destroying a worker that still holds such a send: it describes
          * the leaked request with ucp_proto_config_info_str(), which reads
          * freed protocol state (SEGV under ASan and TSan in demo_kill.mpi,
-         * rank 0). Such workers are left like an unreachable peer's. Not
-         * every lost peer's: left workers keep UCX's async thread running
-         * to the process's exit, where libucs's destructor destroys a lock
-         * that thread still takes (TSan reported it in t_kill and t_join
-         * cases when they all were left). Data messages being received
-         * (ctx->landing) from a peer that died never complete either, and
-         * destroying the worker then crashes purging the dead peer's
-         * endpoint (SEGV in uct_md_mem_dereg from ucp_request_memory_dereg,
-         * ucp_ep_purge_lanes; the decode of kill_prefill_msgs.mpi, CI): with
-         * any such receive left, a lost peer's workers are left too. */
+         * rank 0). Receives of data messages from a dead peer (ctx->landing)
+         * never complete either, and purging them crashes it too (SEGV in
+         * uct_md_mem_dereg, the decode of kill_prefill_msgs.mpi). Such
+         * workers are left like an unreachable peer's; no others: left
+         * workers keep UCX's async thread running to exit
+         * (tests/supp/tsan.supp, docs/user/failures.md). */
         if (unreachable || (stuck && (peer->inflight_ops > 0 || ctx->landing > 0))) {
             left++;
             if (o < sizeof(names)) {
